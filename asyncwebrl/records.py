@@ -1,0 +1,121 @@
+"""The records every part shares: tasks, steps, trajectories. One definition each."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+# SPEC.md §3: step limits by difficulty level.
+STEP_LIMITS = {"train": {"easy": 10, "medium": 20, "hard": 30}, "test": {"easy": 30, "medium": 50, "hard": 70}}
+LEVELS = ("easy", "medium", "hard")
+
+
+def difficulty_level(difficulty: int) -> str:
+    """Number of rubric facts -> easy (<= 3), medium (4..6), hard (>= 7)."""
+    if difficulty <= 3:
+        return "easy"
+    return "medium" if difficulty <= 6 else "hard"
+
+
+@dataclasses.dataclass
+class Task:
+    """One task in WebGym's JSONL format (SPEC.md §7).
+
+    `local` is our extension for tasks on the embedded local web: the site id, split,
+    template, per-fact check specs (aligned with the flattened facts) and the oracle
+    plan. It is None for external WebGym tasks.
+    """
+
+    task_id: str
+    task_name: str  # the instruction
+    website: str  # start URL
+    domain: str = ""
+    subdomain: str = ""
+    benchmark_name: str = ""
+    difficulty: int = 1
+    evaluator_reference: list[dict] = dataclasses.field(default_factory=list)  # [{id, description, facts}]
+    definite_answer: str = ""
+    local: dict[str, Any] | None = None
+
+    @property
+    def level(self) -> str:
+        return difficulty_level(self.difficulty)
+
+    def step_limit(self, phase: str) -> int:
+        """phase: "train" or "test" (SPEC.md §3 limits)."""
+        return STEP_LIMITS[phase][self.level]
+
+    @property
+    def facts(self) -> list[str]:
+        return [fact for group in self.evaluator_reference for fact in group["facts"]]
+
+    def to_json(self) -> str:
+        row = dataclasses.asdict(self)
+        if row["local"] is None:
+            del row["local"]
+        return json.dumps(row, ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, row: dict) -> "Task":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in row.items() if k in names})
+
+
+@dataclasses.dataclass
+class Step:
+    """One agent step. Token fields stay empty for policies without a model."""
+
+    index: int
+    url: str
+    response: str  # the raw text the policy wrote
+    action: dict  # the parsed action (name, arguments) as executed
+    action_error: str = ""  # why the response became a no-op, or why execution failed
+    screenshot_key: str = ""
+    screenshot_changed: bool = True
+    prompt_ids: list[int] = dataclasses.field(default_factory=list)
+    image_keys: list[str] = dataclasses.field(default_factory=list)
+    response_ids: list[int] = dataclasses.field(default_factory=list)
+    behave_logprobs: list[float] = dataclasses.field(default_factory=list)
+    versions: list[int] = dataclasses.field(default_factory=list)
+    seconds_policy: float = 0.0
+    seconds_browser: float = 0.0
+
+
+OUTCOMES = ("answered", "limit", "crashed", "blocked")
+
+
+@dataclasses.dataclass
+class Trajectory:
+    task: Task
+    steps: list[Step]
+    outcome: str  # one of OUTCOMES
+    reward: float | None  # None = unknown (judge failed): the episode is dropped, never scored 0
+    answer: str = ""
+    fact_results: list[bool] = dataclasses.field(default_factory=list)
+    judge_note: str = ""
+    episode_id: str = ""
+    group_id: str = ""
+    step_limit: int = 0
+    seconds: float = 0.0
+    error: str = ""  # for crashed episodes: what went wrong
+
+    @property
+    def success(self) -> bool:
+        return bool(self.reward) and self.reward > 0
+
+    def summary(self) -> dict:
+        """A JSON-able digest (for logs and demonstration files)."""
+        return {
+            "task_id": self.task.task_id,
+            "episode_id": self.episode_id,
+            "outcome": self.outcome,
+            "reward": self.reward,
+            "answer": self.answer,
+            "fact_results": self.fact_results,
+            "judge_note": self.judge_note,
+            "steps": len(self.steps),
+            "difficulty": self.task.difficulty,
+            "seconds": round(self.seconds, 3),
+            "error": self.error,
+        }

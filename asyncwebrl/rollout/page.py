@@ -1,0 +1,262 @@
+"""Observing a page and acting on it, in both interaction modes.
+
+`coordinates`: the model points on a 0..1000 grid (SPEC.md §3), mapped to the viewport.
+`set_of_marks`: visible interactive elements get numbers, drawn as boxes on the
+screenshot and listed as text; the model names an element id.
+
+Either way an observation lists the interactive elements with their boxes; the list is
+what set-of-marks prompts show and what the oracle uses to find its targets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+
+from playwright.async_api import Error as PlaywrightError
+
+from asyncwebrl.rollout.response import GRID, Action
+
+# Interactive elements, their boxes in viewport pixels, and (optionally) numbered boxes
+# drawn over them. A label that wraps a radio or checkbox stands for it; a label that
+# wraps a text field is left out (the field itself is listed).
+_SCAN_JS = r"""
+(drawMarks) => {
+  document.querySelectorAll('[data-awr-overlay]').forEach(e => e.remove());
+  const vw = window.innerWidth, vh = window.innerHeight;
+  const selector = 'a[href], button, input:not([type=hidden]), textarea, select, label, [role=button], [role=link], [onclick]';
+  const elements = [];
+  let mark = 0;
+  for (const el of document.querySelectorAll(selector)) {
+    const tag = el.tagName.toLowerCase();
+    const type = (el.getAttribute('type') || '').toLowerCase();
+    if (tag === 'label' && !el.querySelector('input[type=radio], input[type=checkbox]')) continue;
+    if ((type === 'radio' || type === 'checkbox') && el.closest('label')) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width < 1 || r.height < 1) continue;
+    const style = getComputedStyle(el);
+    if (style.visibility === 'hidden' || style.display === 'none') continue;
+    const cx = r.left + r.width / 2, cy = r.top + r.height / 2;
+    const visible = cx >= 0 && cx < vw && cy >= 0 && cy < vh;
+    const box = el.querySelector('input[type=radio], input[type=checkbox]');
+    const text = (tag === 'input' || tag === 'textarea')
+      ? (el.getAttribute('aria-label') || el.getAttribute('placeholder') || el.getAttribute('name') || '')
+      : (el.innerText || el.getAttribute('aria-label') || el.value || '');
+    elements.push({
+      mark: visible ? ++mark : 0, tag, type,
+      text: text.trim().replace(/\s+/g, ' ').slice(0, 80),
+      value: (tag === 'input' || tag === 'textarea') && type !== 'radio' && type !== 'checkbox' ? el.value : '',
+      checked: !!(el.checked || (box && box.checked)),
+      x: r.left, y: r.top, width: r.width, height: r.height,
+      oid: el.getAttribute('data-oid') || '',
+    });
+  }
+  if (drawMarks) {
+    const layer = document.createElement('div');
+    layer.setAttribute('data-awr-overlay', '');
+    layer.style.cssText = 'position:fixed;left:0;top:0;width:100%;height:100%;pointer-events:none;z-index:2147483647';
+    for (const e of elements) {
+      if (!e.mark) continue;
+      const b = document.createElement('div');
+      b.style.cssText = `position:absolute;left:${e.x}px;top:${e.y}px;width:${e.width}px;height:${e.height}px;` +
+        'border:2px solid #ff2d7a;box-sizing:border-box';
+      const tag = document.createElement('span');
+      tag.textContent = e.mark;
+      tag.style.cssText = 'position:absolute;left:-2px;top:-16px;background:#ff2d7a;color:#fff;' +
+        'font:bold 12px/14px monospace;padding:0 3px';
+      b.appendChild(tag);
+      layer.appendChild(b);
+    }
+    document.documentElement.appendChild(layer);
+  }
+  return {elements, scrollY: window.scrollY, pageHeight: document.documentElement.scrollHeight,
+          title: document.title};
+}
+"""
+_REMOVE_MARKS_JS = "() => document.querySelectorAll('[data-awr-overlay]').forEach(e => e.remove())"
+_SCROLL_JS = "(dy) => window.scrollBy(0, dy)"
+
+SCROLL_OVERLAP_PX = 50  # a scroll moves one viewport minus this (SPEC.md §3)
+NAVIGATION_GRACE_S = 0.05  # a click starts its navigation within this on a local page
+
+
+@dataclasses.dataclass
+class Element:
+    mark: int  # set-of-marks id; 0 when the element's centre is outside the viewport
+    tag: str
+    type: str
+    text: str
+    value: str
+    checked: bool
+    x: float
+    y: float
+    width: float
+    height: float
+    oid: str  # data-oid, for the oracle only; never shown to a model
+
+    @property
+    def centre(self) -> tuple[float, float]:
+        return self.x + self.width / 2, self.y + self.height / 2
+
+    def describe(self) -> str:
+        """One line of the set-of-marks element list."""
+        kind = {"a": "link", "textarea": "text field", "label": self.type or "option"}.get(self.tag, self.tag)
+        if self.tag == "input":
+            kind = {"radio": "radio", "checkbox": "checkbox", "submit": "button"}.get(self.type, "text field")
+        state = " (checked)" if self.checked else ""
+        value = f' value="{self.value}"' if self.value else ""
+        return f'[{self.mark}] {kind} "{self.text}"{value}{state}'
+
+
+@dataclasses.dataclass
+class Observation:
+    url: str  # logical URL, as the agent is shown it
+    title: str
+    screenshot: bytes  # PNG, with marks drawn in set-of-marks mode
+    screenshot_key: str  # content address of the PNG
+    elements: list[Element]
+    scroll_y: float
+    page_height: float
+    viewport: tuple[int, int]
+    step: int
+    last_error: str = ""
+
+    def marked(self) -> list[Element]:
+        return [e for e in self.elements if e.mark]
+
+    def element_list(self) -> str:
+        return "\n".join(e.describe() for e in self.marked())
+
+
+def screenshot_key(png: bytes) -> str:
+    return hashlib.sha256(png).hexdigest()[:32]
+
+
+async def observe(page, *, interaction: str, step: int, logical_url: str, last_error: str = "") -> Observation:
+    marks = interaction == "set_of_marks"
+    for attempt in range(3):
+        try:
+            scan = await page.evaluate(_SCAN_JS, marks)
+            break
+        except PlaywrightError as error:  # a late navigation replaced the document: wait for it
+            if "context was destroyed" not in str(error) or attempt == 2:
+                raise
+            await page.wait_for_load_state("load")
+    png = await page.screenshot(type="png")
+    if marks:
+        await page.evaluate(_REMOVE_MARKS_JS)
+    viewport = page.viewport_size
+    return Observation(
+        url=logical_url,
+        title=scan["title"],
+        screenshot=png,
+        screenshot_key=screenshot_key(png),
+        elements=[Element(**e) for e in scan["elements"]],
+        scroll_y=scan["scrollY"],
+        page_height=scan["pageHeight"],
+        viewport=(viewport["width"], viewport["height"]),
+        step=step,
+        last_error=last_error,
+    )
+
+
+def grid_to_pixels(point: list[float], viewport: tuple[int, int]) -> tuple[float, float]:
+    width, height = viewport
+    x = min(point[0] / GRID * width, width - 1)
+    y = min(point[1] / GRID * height, height - 1)
+    return x, y
+
+
+def pixels_to_grid(x: float, y: float, viewport: tuple[int, int]) -> list[int]:
+    return [round(x / viewport[0] * GRID), round(y / viewport[1] * GRID)]
+
+
+class NavigationWatch:
+    """Counts main-frame navigations started and pages loaded, so an action can wait for
+    the page it opened. (wait_for_load_state would return at once: the old document is
+    already loaded when the new one is still on its way.)"""
+
+    def __init__(self, page):
+        self.started = 0
+        self.loaded = 0
+        self._load_event = asyncio.Event()
+        page.on("request", self._on_request)
+        page.on("load", self._on_load)
+
+    def _on_request(self, request) -> None:
+        if request.is_navigation_request() and request.frame.parent_frame is None:
+            self.started += 1
+
+    def _on_load(self, _page) -> None:
+        self.loaded += 1
+        self._load_event.set()
+
+    async def settle(self, page, started_before: int, loaded_before: int, timeout_s: float) -> None:
+        """After an action: if it started a navigation, wait until a new page has loaded.
+
+        Playwright's request event can arrive late on a busy machine, so the page is also
+        asked whether it is being unloaded (LEAVING_FLAG_JS marks it on beforeunload).
+        Events and replies come in order, so once the reply is here the counters are
+        current too."""
+        await asyncio.sleep(NAVIGATION_GRACE_S)
+        try:
+            leaving = await page.evaluate("() => !!window.__awrLeaving")
+        except PlaywrightError:  # the old document is gone: a navigation is under way
+            leaving = True
+        if not leaving and self.started == started_before:
+            return
+        async with asyncio.timeout(timeout_s):
+            while self.loaded == loaded_before:
+                self._load_event.clear()
+                await self._load_event.wait()
+
+
+# Installed in every document (context.add_init_script): marks a page being unloaded.
+LEAVING_FLAG_JS = "window.addEventListener('beforeunload', () => { window.__awrLeaving = true; });"
+
+
+async def execute(page, action: Action, observation: Observation, *, watch: NavigationWatch,
+                  resolve_url, timeout_s: float) -> str:
+    """Run one action in the page; return an error message ("" if it went through).
+
+    `resolve_url(url)` returns the browser URL for a `navigate` target, or raises
+    ValueError when the URL is not allowed."""
+    started_before, loaded_before = watch.started, watch.loaded
+    if action.name in ("left_click", "type"):
+        point = _action_point(action, observation)
+        if isinstance(point, str):
+            return point
+        await page.mouse.click(*point)
+        if action.name == "type":
+            await page.keyboard.press("Control+A")
+            await page.keyboard.type(action.args["text"])
+            await page.keyboard.press("Enter")
+    elif action.name == "scroll":
+        step = observation.viewport[1] - SCROLL_OVERLAP_PX
+        await page.evaluate(_SCROLL_JS, step if action.args["direction"] == "down" else -step)
+    elif action.name == "wait":
+        await asyncio.sleep(action.args["time"])
+    elif action.name == "go_back":
+        if await page.go_back(wait_until="load", timeout=timeout_s * 1000) is None:
+            return "no previous page"
+    elif action.name == "navigate":
+        try:
+            url = resolve_url(action.args["url"])
+        except ValueError as error:
+            return str(error)
+        await page.goto(url, wait_until="load", timeout=timeout_s * 1000)
+    else:
+        raise ValueError(f"cannot execute action {action.name!r}")
+    await watch.settle(page, started_before, loaded_before, timeout_s)
+    return ""
+
+
+def _action_point(action: Action, observation: Observation) -> tuple[float, float] | str:
+    if "coordinate" in action.args:
+        return grid_to_pixels(action.args["coordinate"], observation.viewport)
+    element_id = action.args["element_id"]
+    for element in observation.marked():
+        if element.mark == element_id:
+            return element.centre
+    return f"no element with id {element_id} on screen"

@@ -1,0 +1,152 @@
+"""Policies that need no model: the scripted oracle and a random baseline.
+
+A policy starts one agent per episode (`begin`); the agent turns each observation into
+a response text in the memory-additive format, exactly as a model would. The model
+policy (sampler issue) implements the same two methods and fills the token fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any, Callable, Protocol
+
+from asyncwebrl.records import Task
+from asyncwebrl.rollout.page import Element, Observation, pixels_to_grid
+from asyncwebrl.rollout.response import GRID, format_response
+from asyncwebrl.web.walker import fill_placeholders
+
+
+@dataclasses.dataclass
+class Reply:
+    text: str
+    prompt_ids: list[int] = dataclasses.field(default_factory=list)
+    image_keys: list[str] = dataclasses.field(default_factory=list)
+    response_ids: list[int] = dataclasses.field(default_factory=list)
+    logprobs: list[float] = dataclasses.field(default_factory=list)
+    versions: list[int] = dataclasses.field(default_factory=list)
+
+
+class Agent(Protocol):
+    async def act(self, observation: Observation) -> Reply: ...
+
+
+class Policy(Protocol):
+    def begin(self, task: Task, *, interaction: str, episode_id: str) -> Agent: ...
+
+
+# -- oracle ---------------------------------------------------------------------------
+class OraclePolicy:
+    """Solves generated local tasks by following their plans through the action interface.
+
+    `session_of(episode_id, site_id)` gives the oracle the episode's server state, which
+    it reads only to quote a confirmation code that is on screen anyway."""
+
+    def __init__(self, session_of: Callable[[str, str], dict[str, Any]]):
+        self.session_of = session_of
+
+    def begin(self, task: Task, *, interaction: str, episode_id: str) -> "OracleAgent":
+        if not task.local or "oracle" not in task.local:
+            raise ValueError(f"task {task.task_id} has no oracle plan (only generated local tasks do)")
+        session = lambda: self.session_of(episode_id, task.local["site"])  # noqa: E731
+        return OracleAgent(task.local["oracle"], interaction, session)
+
+
+class OracleAgent:
+    def __init__(self, plan: list[dict], interaction: str, session: Callable[[], dict]):
+        self.plan = plan
+        self.interaction = interaction
+        self.session = session
+        self.cursor = 0
+        self.memory: dict[str, str] = {}
+        self.last_move = {m["subtask"]: i for i, m in enumerate(plan)}  # subtask -> its last move
+        self.misses = 0
+
+    def _progress(self) -> dict[str, str]:
+        return {s: "finished" if self.cursor > last else "not finished" for s, last in self.last_move.items()}
+
+    def _reply(self, intention: str, sentence: str, arguments: dict) -> Reply:
+        return Reply(format_response(dict(self.memory), self._progress(), intention, sentence, arguments))
+
+    async def act(self, observation: Observation) -> Reply:
+        while self.plan[self.cursor]["op"] == "note":  # facts on this screen go to Memory first
+            session = self.session()
+            self.memory.update({k: fill_placeholders(v, session) for k, v in self.plan[self.cursor]["memory"].items()})
+            self.cursor += 1
+        move = self.plan[self.cursor]
+        if move["op"] == "answer":
+            self.cursor += 1
+            text = fill_placeholders(move["text"], self.session())
+            return self._reply(move["subtask"], move["say"], {"action": "answer", "text": text})
+        element = _find(observation.elements, move["oid"])
+        if element is None:
+            # The page may still be settling; wait once, then give up visibly.
+            self.misses += 1
+            if self.misses > 1:
+                self.cursor = len(self.plan) - 1
+                return self._reply(move["subtask"], "Give up.", {"action": "answer", "text": f"oracle lost: no {move['oid']}"})
+            return self._reply(move["subtask"], "Wait for the page.", {"action": "wait", "time": 1})
+        self.misses = 0
+        _, centre_y = element.centre
+        if not element.mark:  # off screen: scroll towards it first
+            direction = "down" if centre_y >= observation.viewport[1] else "up"
+            return self._reply(move["subtask"], f"Scroll {direction} to find the target.", {"action": "scroll", "direction": direction})
+        if self.interaction == "set_of_marks":
+            target = {"element_id": element.mark}
+        else:
+            target = {"coordinate": pixels_to_grid(*element.centre, observation.viewport)}
+        self.cursor += 1
+        if move["op"] == "type":
+            return self._reply(move["subtask"], move["say"], {"action": "type", **target, "text": move["text"]})
+        return self._reply(move["subtask"], move["say"], {"action": "left_click", **target})
+
+
+def _find(elements: list[Element], oid: str) -> Element | None:
+    matches = [e for e in elements if e.oid == oid]
+    visible = [e for e in matches if e.mark]
+    return (visible or matches or [None])[0]
+
+
+# -- random ---------------------------------------------------------------------------
+_WORDS = ["laptop", "price", "search", "room", "email", "2026", "done", "yes", "book", "blue"]
+
+
+class RandomPolicy:
+    """Uniformly random actions; answers a few random words now and then."""
+
+    def __init__(self, seed: int = 0, answer_probability: float = 0.05):
+        self.seed = seed
+        self.answer_probability = answer_probability
+
+    def begin(self, task: Task, *, interaction: str, episode_id: str) -> "RandomAgent":
+        return RandomAgent(random.Random(f"{self.seed}:{episode_id}"), interaction, self.answer_probability)
+
+
+class RandomAgent:
+    def __init__(self, rng: random.Random, interaction: str, answer_probability: float):
+        self.rng, self.interaction, self.answer_probability = rng, interaction, answer_probability
+
+    def _target(self, observation: Observation) -> dict:
+        marked = observation.marked()
+        if self.interaction == "set_of_marks" and marked:
+            return {"element_id": self.rng.choice(marked).mark}
+        if self.interaction == "set_of_marks":
+            return {"element_id": self.rng.randint(1, 20)}
+        return {"coordinate": [self.rng.randint(0, GRID), self.rng.randint(0, GRID)]}
+
+    async def act(self, observation: Observation) -> Reply:
+        rng = self.rng
+        if rng.random() < self.answer_probability:
+            arguments = {"action": "answer", "text": " ".join(rng.sample(_WORDS, 2))}
+        else:
+            name = rng.choice(["left_click", "left_click", "left_click", "type", "scroll", "go_back", "wait"])
+            arguments = {"action": name}
+            if name in ("left_click", "type"):
+                arguments.update(self._target(observation))
+            if name == "type":
+                arguments["text"] = rng.choice(_WORDS)
+            elif name == "scroll":
+                arguments["direction"] = rng.choice(["up", "down"])
+            elif name == "wait":
+                arguments["time"] = 0.1
+        return Reply(format_response({}, {}, "explore", f"Random {arguments['action']}.", arguments))

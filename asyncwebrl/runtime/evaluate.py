@@ -1,0 +1,145 @@
+"""Evaluation: one episode per task on a few concurrent browser pages, then eval.json.
+
+Counting follows WebGym's convention (DESIGN.md §4): `episodes` are finished episodes
+with a known reward; crashed, blocked and unknown-reward episodes are excluded from the
+success rate and counted in their own fields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+import uuid
+
+from playwright.async_api import async_playwright
+
+from asyncwebrl.records import LEVELS, Task, Trajectory
+from asyncwebrl.rollout.browser import launch_browser
+from asyncwebrl.rollout.episode import EpisodeSettings, run_episode
+from asyncwebrl.rollout.policies import Policy
+from asyncwebrl.web.evaluator import judge_local_episode
+from asyncwebrl.web.server import LocalWeb
+
+
+class BrowserSlot:
+    """One Chromium shared by a few pages; relaunched if it dies."""
+
+    def __init__(self, playwright, executable_path: str):
+        self.playwright, self.executable_path = playwright, executable_path
+        self.browser = None
+        self._lock = asyncio.Lock()
+
+    async def get(self):
+        async with self._lock:
+            if self.browser is None or not self.browser.is_connected():
+                self.browser = await launch_browser(self.playwright, self.executable_path)
+            return self.browser
+
+    async def close(self) -> None:
+        if self.browser is not None and self.browser.is_connected():
+            await self.browser.close()
+
+
+async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: EpisodeSettings, *,
+                    concurrency: int = 4, pages_per_browser: int = 4, executable_path: str = "",
+                    progress=sys.stderr) -> tuple[list[Trajectory], float]:
+    """Runs one episode per task; returns the trajectories (in task order) and wall seconds."""
+    async def judge(task, answer, episode_id):
+        return judge_local_episode(web, task, answer, episode_id)
+
+    started = time.perf_counter()
+    done = 0
+    async with async_playwright() as playwright:
+        slots = [BrowserSlot(playwright, executable_path) for _ in range(-(-concurrency // pages_per_browser))]
+        queue: asyncio.Queue[tuple[int, Task]] = asyncio.Queue()
+        for item in enumerate(tasks):
+            queue.put_nowait(item)
+        results: list[Trajectory | None] = [None] * len(tasks)
+
+        async def worker(slot: BrowserSlot) -> None:
+            nonlocal done
+            while not queue.empty():
+                index, task = queue.get_nowait()
+                episode_id = f"eval-{uuid.uuid4().hex[:12]}"
+                agent = policy.begin(task, interaction=settings.interaction, episode_id=episode_id)
+                results[index] = await run_episode(await slot.get(), web, task, agent, judge,
+                                                   episode_id=episode_id, settings=settings)
+                done += 1
+                if progress:
+                    succeeded = sum(1 for t in results if t is not None and t.success)
+                    print(f"\r[eval] {done}/{len(tasks)} episodes, {succeeded} successes, "
+                          f"{time.perf_counter() - started:.0f}s", end="", file=progress, flush=True)
+
+        try:
+            await asyncio.gather(*(worker(slots[i // pages_per_browser]) for i in range(concurrency)))
+        finally:
+            for slot in slots:
+                await slot.close()
+    if progress:
+        print(file=progress)
+    return [t for t in results if t is not None], time.perf_counter() - started
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(statistics.fmean(values), 3) if values else None
+
+
+def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None) -> dict:
+    """The eval.json fields of DESIGN.md §4 (plus timing)."""
+    scored = [t for t in trajectories if t.outcome in ("answered", "limit") and t.reward is not None]
+    by_difficulty = {}
+    for level in LEVELS:
+        level_scored = [t for t in scored if t.task.level == level]
+        by_difficulty[level] = {
+            "episodes": len(level_scored),
+            "success_rate": _mean([float(t.success) for t in level_scored]) or 0.0,
+        }
+    steps = [s for t in scored for s in t.steps]
+    summary = {
+        "episodes": len(scored),
+        "success_rate": _mean([float(t.success) for t in scored]) or 0.0,
+        "by_difficulty": by_difficulty,
+        "crashed": sum(t.outcome == "crashed" for t in trajectories),
+        "blocked": sum(t.outcome == "blocked" for t in trajectories),
+        "unknown_reward": sum(t.outcome in ("answered", "limit") and t.reward is None for t in trajectories),
+        "mean_steps_success": _mean([len(t.steps) for t in scored if t.success]),
+        "mean_steps_failure": _mean([len(t.steps) for t in scored if not t.success]),
+        "mean_response_tokens_per_step": _mean([len(s.response_ids) for s in steps if s.response_ids]),
+        "invalid_actions": sum(1 for s in steps if s.action_error),
+        "total_steps": sum(len(t.steps) for t in trajectories),
+    }
+    if wall_seconds:
+        summary["wall_seconds"] = round(wall_seconds, 2)
+        summary["steps_per_second"] = round(summary["total_steps"] / wall_seconds, 2)
+    return summary
+
+
+def format_table(summary: dict) -> str:
+    lines = [f"{'difficulty':<10} {'episodes':>8} {'success':>8}"]
+    for level in LEVELS:
+        row = summary["by_difficulty"][level]
+        lines.append(f"{level:<10} {row['episodes']:>8} {row['success_rate']:>8.1%}")
+    lines.append(f"{'overall':<10} {summary['episodes']:>8} {summary['success_rate']:>8.1%}")
+    extras = {k: summary.get(k) for k in ("crashed", "blocked", "unknown_reward", "mean_steps_success",
+                                          "mean_steps_failure", "invalid_actions", "wall_seconds", "steps_per_second")}
+    lines.append("  ".join(f"{k}={v}" for k, v in extras.items() if v is not None))
+    return "\n".join(lines)
+
+
+def write_eval(workdir: str, summary: dict, trajectories: list[Trajectory]) -> str:
+    os.makedirs(workdir, exist_ok=True)
+    path = os.path.join(workdir, "eval.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(summary, f, indent=2)
+    os.replace(tmp, path)
+    with open(os.path.join(workdir, "eval_episodes.jsonl"), "w") as f:
+        for trajectory in trajectories:
+            f.write(json.dumps(trajectory.summary()) + "\n")
+    logging.info("wrote %s", path)
+    return path

@@ -1,0 +1,169 @@
+"""What every local site is: a deterministic model of content plus an HTTP handler.
+
+A site instance is fixed by (kind, variant, seed). The seed decides the content
+(products, people, records) together with the variant, which also decides layout,
+navigation and wording. Train
+and test splits use disjoint variants, so a test site's look is never seen in training
+(WebGym's out-of-distribution split).
+
+Sites also write their own tasks, because only the site knows which pages a task
+needs: each task carries a rubric (facts) and an oracle plan, the list of UI moves
+that solves it through the agent's own action interface. Plan moves name elements by
+their `data-oid` attribute, which the agent never sees (it sees pixels and, in
+set-of-marks mode, visible text only).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import random
+import urllib.parse
+from typing import Any, Callable
+
+TRAIN_VARIANTS = (1, 2)
+TEST_VARIANTS = (3,)
+
+
+def split_of_variant(variant: int) -> str:
+    if variant in TRAIN_VARIANTS:
+        return "train"
+    if variant in TEST_VARIANTS:
+        return "test"
+    raise ValueError(f"unknown site variant {variant}")
+
+
+@dataclasses.dataclass
+class Request:
+    """One HTTP request as a site sees it: the path inside the site, decoded."""
+
+    method: str
+    path: str  # inside the site, always starting with "/"
+    query: dict[str, str]
+    form: dict[str, list[str]]
+    session: dict[str, Any]  # per-episode server state for this site (cart, submissions)
+
+    def arg(self, name: str, default: str = "") -> str:
+        return self.query.get(name, default)
+
+    def field(self, name: str) -> str:
+        values = self.form.get(name) or [""]
+        return values[0].strip()
+
+
+@dataclasses.dataclass
+class Response:
+    body: str
+    status: int = 200
+    location: str | None = None  # set for redirects (303 after a successful POST)
+
+
+class NotFound(Exception):
+    pass
+
+
+# A plan move. `op` is one of click | type | note | answer. Moves carry the subtask key
+# they belong to (for the oracle's Progress/Intention) and the sentence the oracle writes
+# under "Action:".
+def click(oid: str, say: str, subtask: str) -> dict:
+    return {"op": "click", "oid": oid, "say": say, "subtask": subtask}
+
+
+def type_into(oid: str, text: str, say: str, subtask: str) -> dict:
+    return {"op": "type", "oid": oid, "text": text, "say": say, "subtask": subtask}
+
+
+def note(memory: dict[str, str], subtask: str) -> dict:
+    """Facts read from the page now on screen; the oracle adds them to its Memory."""
+    return {"op": "note", "memory": memory, "subtask": subtask}
+
+
+def answer(text: str, subtask: str = "answer") -> dict:
+    return {"op": "answer", "text": text, "say": "Submit the final answer.", "subtask": subtask}
+
+
+@dataclasses.dataclass
+class Fact:
+    """One rubric fact of a local task and how it is checked.
+
+    source "answer": `value` must appear (normalised, as `type`) in the final answer.
+    source "state": server state at `key` must equal `value` (a form field, a cart line).
+    source "state_echo": the value stored in server state at `key` (a confirmation code
+      the server issued during the episode) must appear in the final answer.
+    `vocab` names a site vocabulary (e.g. "person_name"); the evaluator uses it to
+    reject answers that list more values of that vocabulary than the task asks for.
+    """
+
+    value: str
+    type: str = "text"  # text | number | code | email | phone | date
+    source: str = "answer"
+    key: str = ""
+    vocab: str = ""
+
+
+@dataclasses.dataclass
+class FactGroup:
+    description: str
+    facts: list[Fact]
+
+
+@dataclasses.dataclass
+class TaskDraft:
+    """A task as a site proposes it; tasks.py turns it into a WebGym-format row."""
+
+    template: str  # e.g. "shop.price"
+    instruction: str
+    groups: list[FactGroup]
+    plan: list[dict]
+    start_path: str = "/"
+    definite_answer: str = ""
+
+
+class Site:
+    """Base class. Subclasses set `kind`, build content in `__init__` and implement
+    `route`, `draft_tasks` and `vocabulary`."""
+
+    kind: str = ""
+    domain: str = ""
+    subdomain: str = ""
+
+    def __init__(self, variant: int, seed: int):
+        self.variant = variant
+        self.seed = seed
+        self.split = split_of_variant(variant)
+        # Content is a pure function of (kind, variant, seed): a test site never shares
+        # products or people with a training site.
+        self.rng = random.Random(f"{self.kind}:{variant}:{seed}")
+
+    @property
+    def site_id(self) -> str:
+        return f"{self.kind}-v{self.variant}-s{self.seed:02d}"
+
+    @property
+    def base_path(self) -> str:
+        return f"/{self.site_id}"
+
+    def href(self, path: str, **query: Any) -> str:
+        """An absolute-path link inside this site; works on any origin."""
+        url = self.base_path + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        return url
+
+    def handle(self, request: Request) -> Response:
+        handler, args = self.route(request.method, request.path)
+        return handler(request, *args)
+
+    def route(self, method: str, path: str) -> tuple[Callable[..., Response], tuple]:
+        raise NotImplementedError
+
+    def draft_tasks(self, rng: random.Random) -> list[TaskDraft]:
+        raise NotImplementedError
+
+    def vocabulary(self, name: str) -> list[str]:
+        """All values of a named vocabulary on this site (for anti-stuffing checks)."""
+        raise KeyError(name)
+
+
+def esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)

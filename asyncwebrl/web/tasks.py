@@ -1,0 +1,127 @@
+"""The local task set: generated from the local sites, written as WebGym-format JSONL.
+
+Training tasks come from site variants 1 and 2, test tasks from variant 3, and the two
+splits use different seeds as well: no test site (layout or content) appears in training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import random
+from collections import defaultdict
+from typing import Iterable
+
+from asyncwebrl.records import LEVELS, Task
+from asyncwebrl.web.server import LOGICAL_ORIGIN
+from asyncwebrl.web.site import TEST_VARIANTS, TRAIN_VARIANTS, Site, TaskDraft
+from asyncwebrl.web.sites import KINDS, site_class
+
+BENCHMARK_NAME = "asyncwebrl-local"
+TEST_SEED_OFFSET = 1000  # test sites use seeds 1000.. so they never share content with train sites
+
+
+def site_ids(split: str, sites_per_variant: int) -> list[str]:
+    variants = {"train": TRAIN_VARIANTS, "test": TEST_VARIANTS}[split]
+    offset = 0 if split == "train" else TEST_SEED_OFFSET
+    return [
+        site_class(kind)(variant, offset + i).site_id
+        for kind in KINDS
+        for variant in variants
+        for i in range(sites_per_variant)
+    ]
+
+
+def draft_to_task(site: Site, draft: TaskDraft, index: int) -> Task:
+    groups, checks = [], []
+    for group_index, group in enumerate(draft.groups):
+        groups.append({"id": f"g{group_index}", "description": group.description, "facts": [f.value for f in group.facts]})
+        checks += [{"type": f.type, "source": f.source, "key": f.key, "vocab": f.vocab} for f in group.facts]
+    return Task(
+        task_id=f"{site.site_id}-{index:03d}",
+        task_name=draft.instruction,
+        website=f"{LOGICAL_ORIGIN}{site.base_path}{draft.start_path}",
+        domain=site.domain,
+        subdomain=site.subdomain,
+        benchmark_name=BENCHMARK_NAME,
+        difficulty=len(checks),
+        evaluator_reference=groups,
+        definite_answer=draft.definite_answer,
+        local={"site": site.site_id, "split": site.split, "template": draft.template, "checks": checks, "oracle": draft.plan},
+    )
+
+
+def tasks_of_site(site: Site) -> list[Task]:
+    drafts = site.draft_tasks(random.Random(f"tasks:{site.site_id}"))
+    tasks, seen = [], set()
+    for draft in drafts:
+        if draft.instruction in seen:  # a site may propose the same task twice; keep tasks distinct
+            continue
+        seen.add(draft.instruction)
+        tasks.append(draft_to_task(site, draft, len(tasks)))
+    return tasks
+
+
+def generate_tasks(split: str, sites_per_variant: int) -> list[Task]:
+    from asyncwebrl.web.sites import make_site
+
+    return [task for site_id in site_ids(split, sites_per_variant) for task in tasks_of_site(make_site(site_id))]
+
+
+def select_balanced(tasks: list[Task], count: int, seed: int = 0) -> list[Task]:
+    """`count` tasks spread evenly over difficulty levels, and within a level over
+    templates (uniform sampling over difficulties works best, SPEC.md §8).
+
+    Deterministic for a seed. Raises if a level has too few tasks for its share."""
+    by_level: dict[str, dict[str, list[Task]]] = defaultdict(lambda: defaultdict(list))
+    for task in tasks:
+        template = (task.local or {}).get("template", task.domain)
+        by_level[task.level][template].append(task)
+    rng = random.Random(seed)
+    levels = [level for level in LEVELS if by_level[level]]
+    if not levels:
+        raise ValueError("no tasks to select from")
+    chosen = []
+    for position, level in enumerate(levels):
+        share = count // len(levels) + (1 if position < count % len(levels) else 0)
+        pools = [rng.sample(pool, len(pool)) for _, pool in sorted(by_level[level].items())]
+        interleaved = [t for group in itertools.zip_longest(*pools) for t in group if t is not None]
+        if len(interleaved) < share:
+            raise ValueError(f"asked for {share} {level} tasks, only {len(interleaved)} exist")
+        chosen += interleaved[:share]
+    return chosen
+
+
+def write_jsonl(tasks: Iterable[Task], path: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for task in tasks:
+            f.write(task.to_json() + "\n")
+    os.replace(tmp, path)  # a crash never leaves half a task file
+
+
+def read_jsonl(path: str) -> list[Task]:
+    tasks = []
+    with open(path, encoding="utf-8") as f:
+        for line_number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                tasks.append(Task.from_dict(json.loads(line)))
+            except (json.JSONDecodeError, TypeError) as error:
+                raise ValueError(f"{path}:{line_number}: not a task row ({error})") from error
+    return tasks
+
+
+def task_checks(task: Task) -> list[dict]:
+    """The per-fact check specs of a local task, aligned with task.facts."""
+    if not task.local:
+        raise ValueError(f"task {task.task_id} is not a local task")
+    checks = task.local["checks"]
+    if len(checks) != len(task.facts):
+        raise ValueError(f"task {task.task_id}: {len(checks)} checks for {len(task.facts)} facts")
+    return checks
+
+

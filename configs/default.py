@@ -1,0 +1,39 @@
+"""The embedded default: local web sites, real headless Chromium, CPU.
+
+Override any key on the command line, e.g.
+    python main.py --mode=eval --config.policy=oracle --config.eval.num_tasks=60
+"""
+
+from ml_collections import config_dict
+
+
+def get_config() -> config_dict.ConfigDict:
+    config = config_dict.ConfigDict()
+    config.seed = 0
+    # Acting policy: model | oracle | random (oracle and random need no model). The model
+    # policy arrives with the model and sampler issues; until then the default is oracle.
+    config.policy = "oracle"
+
+    config.tasks = config_dict.ConfigDict()
+    config.tasks.source = "local"  # the embedded local web
+    config.tasks.train_sites_per_variant = 16  # x 4 kinds x 2 train variants, ~18 tasks each
+    config.tasks.test_sites_per_variant = 6  # x 4 kinds x 1 test variant
+
+    config.agent = config_dict.ConfigDict()
+    config.agent.interaction = "set_of_marks"  # coordinates | set_of_marks
+    config.agent.viewport_width = 1280
+    config.agent.viewport_height = 720
+
+    config.browser = config_dict.ConfigDict()
+    config.browser.executable_path = ""  # "" = find one (see asyncwebrl/rollout/browser.py)
+    config.browser.pages_per_browser = 4  # about 4 saturate 2 cores (MACHINE_NOTES.md)
+    config.browser.timeout_s = 15.0
+
+    config.eval = config_dict.ConfigDict()
+    config.eval.split = "test"  # train | test
+    config.eval.num_tasks = 60  # spread evenly over easy / medium / hard
+    config.eval.concurrency = 4  # browser pages at once
+
+    config.train = config_dict.ConfigDict()
+    config.train.num_demo_tasks = 24  # oracle demonstrations for the supervised warm start
+    return config

@@ -1,0 +1,141 @@
+"""The generated task set: size, splits, WebGym format, file round trip, solvability."""
+
+import collections
+import json
+import random
+import urllib.request
+
+import pytest
+
+from asyncwebrl.records import Task
+from asyncwebrl.web.evaluator import judge
+from asyncwebrl.web.server import LOGICAL_ORIGIN, LocalWeb
+from asyncwebrl.web.sites import KINDS, make_site
+from asyncwebrl.web.tasks import generate_tasks, read_jsonl, select_balanced, write_jsonl
+from asyncwebrl.web.walker import walk_task
+
+WEBGYM_FIELDS = {"task_id", "task_name", "website", "domain", "subdomain", "benchmark_name", "difficulty",
+                 "evaluator_reference", "definite_answer"}
+
+
+@pytest.fixture(scope="module")
+def train_tasks():
+    return generate_tasks("train", 16)
+
+
+@pytest.fixture(scope="module")
+def test_tasks():
+    return generate_tasks("test", 6)
+
+
+@pytest.fixture(scope="module")
+def web():
+    with LocalWeb() as server:
+        yield server
+
+
+def test_sizes_and_distinct_tasks(train_tasks, test_tasks):
+    assert len({t.task_name for t in train_tasks}) >= 2000
+    assert len({t.task_name for t in test_tasks}) >= 300
+    assert len({t.task_id for t in train_tasks + test_tasks}) == len(train_tasks) + len(test_tasks)
+
+
+def test_no_test_site_variant_or_content_in_training(train_tasks, test_tasks):
+    def variants(tasks):
+        return {(t.local["site"].split("-")[0], t.local["site"].split("-")[1]) for t in tasks}
+
+    assert not variants(train_tasks) & variants(test_tasks)
+    assert {t.local["split"] for t in train_tasks} == {"train"} and {t.local["split"] for t in test_tasks} == {"test"}
+    train_sites, test_sites = ({t.local["site"] for t in ts} for ts in (train_tasks, test_tasks))
+    assert not train_sites & test_sites
+    # Every kind is in both splits.
+    assert {s.split("-")[0] for s in train_sites} == {s.split("-")[0] for s in test_sites} == set(KINDS)
+
+
+def test_difficulty_is_the_number_of_facts_and_all_levels_exist(train_tasks, test_tasks):
+    for tasks in (train_tasks, test_tasks):
+        for task in tasks:
+            assert task.difficulty == len(task.facts) == len(task.local["checks"])
+        levels = collections.Counter(t.level for t in tasks)
+        assert min(levels[level] for level in ("easy", "medium", "hard")) >= 60, levels
+
+
+def test_webgym_format_and_file_round_trip(tmp_path, test_tasks):
+    path = tmp_path / "test.jsonl"
+    write_jsonl(test_tasks, str(path))
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:
+        assert WEBGYM_FIELDS <= set(row)
+        assert row["website"].startswith(LOGICAL_ORIGIN + "/")
+        for group in row["evaluator_reference"]:
+            assert set(group) == {"id", "description", "facts"} and isinstance(group["facts"], list)
+    assert read_jsonl(str(path)) == test_tasks
+
+
+def test_malformed_task_file_names_the_line(tmp_path, test_tasks):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(test_tasks[0].to_json() + "\n{not json\n")
+    with pytest.raises(ValueError, match="bad.jsonl:2"):
+        read_jsonl(str(path))
+
+
+def test_balanced_selection_is_even_and_deterministic(test_tasks):
+    chosen = select_balanced(test_tasks, 60, seed=3)
+    assert collections.Counter(t.level for t in chosen) == {"easy": 20, "medium": 20, "hard": 20}
+    assert [t.task_id for t in chosen] == [t.task_id for t in select_balanced(test_tasks, 60, seed=3)]
+    assert len({t.local["site"].split("-")[0] for t in chosen}) == len(KINDS)
+
+
+def test_generation_is_deterministic():
+    a, b = generate_tasks("test", 1), generate_tasks("test", 1)
+    assert [t.to_json() for t in a] == [t.to_json() for t in b]
+
+
+def _walk_and_judge(web, task: Task):
+    result = walk_task(web, task)
+    site = web.site(task.local["site"])
+    names = {c["vocab"] for c in task.local["checks"] if c["vocab"]}
+    return judge(task, result.answer, result.session, {n: site.vocabulary(n) for n in names})
+
+
+def test_every_test_task_is_solvable_over_http(web, test_tasks):
+    failures = [(t.task_id, j.note) for t in test_tasks if (j := _walk_and_judge(web, t)).reward != 1.0]
+    assert not failures, failures[:5]
+
+
+def test_a_sample_of_train_tasks_is_solvable_over_http(web, train_tasks):
+    sample = random.Random(0).sample(train_tasks, 300)
+    failures = [(t.task_id, j.note) for t in sample if (j := _walk_and_judge(web, t)).reward != 1.0]
+    assert not failures, failures[:5]
+
+
+def test_server_keeps_episode_state_apart_and_maps_urls(web):
+    site_id = "shop-v1-s00"
+    code = make_site(site_id).products[0].code
+
+    def add(episode):
+        request = urllib.request.Request(f"{web.origin}/{site_id}/cart/add", data=f"code={code}&qty=2".encode(),
+                                         headers={"Cookie": f"awr_episode={episode}"}, method="POST")
+        urllib.request.urlopen(request).read()
+
+    add("e1")
+    add("e1")
+    add("e2")
+    assert web.session("e1", site_id)["cart"] == {code: 4}
+    assert web.session("e2", site_id)["cart"] == {code: 2}
+    web.forget("e1")
+    assert web.session("e1", site_id) == {}
+    assert web.logical_url(web.browser_url(f"{LOGICAL_ORIGIN}/{site_id}/p/{code}")) == f"{LOGICAL_ORIGIN}/{site_id}/p/{code}"
+    for bad in ("/nosuchsite/", "/shop-v1-s3/", f"/{site_id}/p/NOPE-1"):
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(web.origin + bad)
+        assert error.value.code == 404
+
+
+def test_servers_pick_free_ports_and_stop():
+    with LocalWeb() as a, LocalWeb() as b:
+        assert a.origin != b.origin
+        origin = a.origin
+        assert urllib.request.urlopen(origin + "/shop-v1-s00/").status == 200
+    with pytest.raises(OSError):
+        urllib.request.urlopen(origin + "/shop-v1-s00/", timeout=2)
