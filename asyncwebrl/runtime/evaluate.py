@@ -54,6 +54,7 @@ async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: 
 
     started = time.perf_counter()
     done = 0
+    interactive = bool(progress) and progress.isatty()  # a live line on a terminal, every 10% in logs
     async with async_playwright() as playwright:
         slots = [BrowserSlot(playwright, executable_path) for _ in range(-(-concurrency // pages_per_browser))]
         queue: asyncio.Queue[tuple[int, Task]] = asyncio.Queue()
@@ -70,17 +71,17 @@ async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: 
                 results[index] = await run_episode(await slot.get(), web, task, agent, judge,
                                                    episode_id=episode_id, settings=settings)
                 done += 1
-                if progress:
+                if progress and (interactive or done % max(1, len(tasks) // 10) == 0 or done == len(tasks)):
                     succeeded = sum(1 for t in results if t is not None and t.success)
-                    print(f"\r[eval] {done}/{len(tasks)} episodes, {succeeded} successes, "
-                          f"{time.perf_counter() - started:.0f}s", end="", file=progress, flush=True)
+                    line = f"[eval] {done}/{len(tasks)} episodes, {succeeded} successes, {time.perf_counter() - started:.0f}s"
+                    print("\r" + line if interactive else line, end="" if interactive else "\n", file=progress, flush=True)
 
         try:
             await asyncio.gather(*(worker(slots[i // pages_per_browser]) for i in range(concurrency)))
         finally:
             for slot in slots:
                 await slot.close()
-    if progress:
+    if interactive:
         print(file=progress)
     return [t for t in results if t is not None], time.perf_counter() - started
 
@@ -110,7 +111,7 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
         "mean_steps_success": _mean([len(t.steps) for t in scored if t.success]),
         "mean_steps_failure": _mean([len(t.steps) for t in scored if not t.success]),
         "mean_response_tokens_per_step": _mean([len(s.response_ids) for s in steps if s.response_ids]),
-        "invalid_actions": sum(1 for s in steps if s.action_error),
+        "action_errors": sum(1 for s in steps if s.action_error),  # invalid responses and failed actions
         "total_steps": sum(len(t.steps) for t in trajectories),
     }
     if wall_seconds:
@@ -126,7 +127,7 @@ def format_table(summary: dict) -> str:
         lines.append(f"{level:<10} {row['episodes']:>8} {row['success_rate']:>8.1%}")
     lines.append(f"{'overall':<10} {summary['episodes']:>8} {summary['success_rate']:>8.1%}")
     extras = {k: summary.get(k) for k in ("crashed", "blocked", "unknown_reward", "mean_steps_success",
-                                          "mean_steps_failure", "invalid_actions", "wall_seconds", "steps_per_second")}
+                                          "mean_steps_failure", "action_errors", "wall_seconds", "steps_per_second")}
     lines.append("  ".join(f"{k}={v}" for k, v in extras.items() if v is not None))
     return "\n".join(lines)
 

@@ -1,0 +1,178 @@
+"""Episodes in real headless Chromium against the real local server."""
+
+import asyncio
+import collections
+import io
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+from playwright.async_api import async_playwright
+
+from asyncwebrl.records import Task
+from asyncwebrl.rollout.browser import launch_browser
+from asyncwebrl.rollout.episode import EpisodeSettings, run_episode
+from asyncwebrl.rollout.page import observe
+from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy, Reply
+from asyncwebrl.rollout.response import format_response
+from asyncwebrl.runtime.evaluate import run_tasks, summarize
+from asyncwebrl.web.evaluator import judge_local_episode
+from asyncwebrl.web.server import LocalWeb
+from asyncwebrl.web.tasks import generate_tasks, select_balanced
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def web():
+    with LocalWeb() as server:
+        yield server
+
+
+def one_task_per_template_and_variant() -> list[tuple[Task, str]]:
+    """Every task kind on every site variant; the interaction mode alternates."""
+    tasks = generate_tasks("train", 1) + generate_tasks("test", 1)
+    chosen: dict[tuple[str, str], Task] = {}
+    for task in tasks:
+        variant = task.local["site"].split("-")[1]
+        chosen.setdefault((task.local["template"], variant), task)
+    modes = ("set_of_marks", "coordinates")
+    return [(task, modes[i % 2]) for i, task in enumerate(chosen.values())]
+
+
+def test_oracle_solves_every_task_kind_on_every_variant_in_both_modes(web):
+    cases = one_task_per_template_and_variant()
+    assert len({t.local["template"] for t, _ in cases}) >= 20
+    failures = []
+    for mode in ("set_of_marks", "coordinates"):
+        tasks = [t for t, m in cases if m == mode]
+        trajectories, _ = asyncio.run(run_tasks(tasks, OraclePolicy(web.session), web,
+                                                EpisodeSettings(interaction=mode, phase="train"), progress=None))
+        assert len(trajectories) == len(tasks)
+        for t in trajectories:
+            if not t.success or any(s.action_error for s in t.steps):
+                failures.append((mode, t.task.task_id, t.outcome, t.answer, t.judge_note, t.error))
+    assert not failures, failures
+
+
+def test_random_policy_rarely_succeeds(web):
+    tasks = select_balanced(generate_tasks("test", 1), 12, seed=1)
+    trajectories, wall = asyncio.run(run_tasks(tasks, RandomPolicy(seed=0), web,
+                                               EpisodeSettings(interaction="coordinates", phase="train"), progress=None))
+    summary = summarize(trajectories, wall)
+    assert summary["crashed"] == 0
+    assert summary["episodes"] == 12
+    assert summary["success_rate"] < 0.1
+    # It really acted: several steps per episode on average, some episodes to the limit.
+    assert summary["total_steps"] >= 5 * len(tasks)
+    assert collections.Counter(t.outcome for t in trajectories)["limit"] >= 2
+
+
+def _png_pixels(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+
+def test_set_of_marks_draws_numbered_boxes_and_lists_elements(web):
+    async def scenario():
+        async with async_playwright() as playwright:
+            browser = await launch_browser(playwright)
+            page = await (await browser.new_context(viewport={"width": 1280, "height": 720})).new_page()
+            await page.goto(web.origin + "/shop-v1-s00/")
+            plain = await observe(page, interaction="coordinates", step=0, logical_url="u")
+            marked = await observe(page, interaction="set_of_marks", step=0, logical_url="u")
+            again = await observe(page, interaction="coordinates", step=0, logical_url="u")
+            await browser.close()
+            return plain, marked, again
+
+    plain, marked, again = asyncio.run(scenario())
+    pink = np.array([255, 45, 122])
+    count = lambda png: int((np.abs(_png_pixels(png).astype(int) - pink).sum(-1) < 30).sum())  # noqa: E731
+    assert count(plain.screenshot) == 0 and count(marked.screenshot) > 500
+    assert again.screenshot_key == plain.screenshot_key  # the overlay is removed after the shot
+    listed = marked.element_list().splitlines()
+    assert listed[0].startswith("[1] ") and len(listed) == len(marked.marked()) >= 8
+    assert any('text field "Search products"' in line for line in listed)
+    assert all(e.mark == 0 for e in marked.elements if e.centre[1] >= 720)
+
+
+class _CrashingAgent:
+    """Kills the browser from inside the episode, as a Chromium crash would."""
+
+    def __init__(self, browser):
+        self.browser = browser
+
+    async def act(self, observation):
+        await self.browser.close()
+        return Reply(format_response({}, {}, "x", "Click.", {"action": "left_click", "coordinate": [10, 10]}))
+
+
+def test_a_browser_crash_is_recorded_as_crashed_not_as_failure(web):
+    task = generate_tasks("test", 1)[0]
+
+    async def scenario():
+        async with async_playwright() as playwright:
+            browser = await launch_browser(playwright)
+
+            async def judge(t, answer, episode_id):
+                return judge_local_episode(web, t, answer, episode_id)
+
+            return await run_episode(browser, web, task, _CrashingAgent(browser), judge,
+                                     episode_id="crash-1", settings=EpisodeSettings())
+
+    trajectory = asyncio.run(scenario())
+    assert trajectory.outcome == "crashed"
+    assert trajectory.reward is None and trajectory.error
+
+
+def test_navigation_is_confined_to_the_local_web(web):
+    """`navigate` outside the local server is refused and counted as an action error."""
+    task = generate_tasks("test", 1)[0]
+    urls = iter(["http://169.254.169.254/latest/meta-data/", "file:///etc/passwd", task.website])
+
+    class Navigator:
+        async def act(self, observation):
+            url = next(urls, None)
+            arguments = {"action": "navigate", "url": url} if url else {"action": "answer", "text": "x"}
+            return Reply(format_response({}, {}, "x", "Go.", arguments))
+
+    async def scenario():
+        async with async_playwright() as playwright:
+            browser = await launch_browser(playwright)
+
+            async def judge(t, answer, episode_id):
+                return judge_local_episode(web, t, answer, episode_id)
+
+            result = await run_episode(browser, web, task, Navigator(), judge, episode_id="nav-1", settings=EpisodeSettings())
+            await browser.close()
+            return result
+
+    trajectory = asyncio.run(scenario())
+    errors = [s.action_error for s in trajectory.steps]
+    assert "not allowed" in errors[0] and "not allowed" in errors[1] and errors[2] == ""
+    assert all(s.url.startswith("http://awr.local/") for s in trajectory.steps)
+    assert trajectory.outcome == "answered" and trajectory.reward == 0.0
+
+
+def test_main_eval_writes_the_documented_eval_json(tmp_path):
+    workdir = tmp_path / "run"
+    command = [sys.executable, "main.py", "--mode=eval", f"--workdir={workdir}", "--config.policy=oracle",
+               "--config.eval.num_tasks=3", "--config.tasks.test_sites_per_variant=1",
+               "--config.agent.interaction=coordinates"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((workdir / "eval.json").read_text())
+    assert {"episodes", "success_rate", "by_difficulty", "crashed", "blocked", "unknown_reward", "mean_steps_success",
+            "mean_steps_failure", "mean_response_tokens_per_step"} <= set(result)
+    assert set(result["by_difficulty"]) == {"easy", "medium", "hard"}
+    assert result["episodes"] == 3 and result["success_rate"] == 1.0
+    assert "overall" in done.stdout
+
+
+def test_main_rejects_unknown_policy(tmp_path):
+    command = [sys.executable, "main.py", "--mode=eval", f"--workdir={tmp_path}", "--config.policy=telepathy"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "unknown policy" in done.stderr
