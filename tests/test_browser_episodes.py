@@ -131,7 +131,7 @@ def test_a_browser_crash_is_recorded_as_crashed_not_as_failure(web):
 def test_navigation_is_confined_to_the_local_web(web):
     """`navigate` outside the local server is refused and counted as an action error."""
     task = generate_tasks("test", 1)[0]
-    urls = iter(["http://169.254.169.254/latest/meta-data/", "file:///etc/passwd", task.website])
+    urls = iter(["http://127.0.0.2:9/latest/meta-data/", "file:///etc/passwd", task.website])
 
     class Navigator:
         async def act(self, observation):
@@ -176,3 +176,23 @@ def test_main_rejects_unknown_policy(tmp_path):
     command = [sys.executable, "main.py", "--mode=eval", f"--workdir={tmp_path}", "--config.policy=telepathy"]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "unknown policy" in done.stderr
+
+
+def test_requests_leaving_the_local_web_are_aborted(web):
+    """Defence in depth under `navigate`: whatever a page requests elsewhere never leaves."""
+    from asyncwebrl.rollout.episode import SiteGuard
+
+    async def scenario():
+        async with async_playwright() as playwright:
+            browser = await launch_browser(playwright)
+            context = await browser.new_context()
+            await SiteGuard(web).install(context)
+            page = await context.new_page()
+            await page.goto(web.origin + "/shop-v1-s00/")
+            probe = "url => fetch(url).then(r => r.status, e => 'blocked')"
+            results = [await page.evaluate(probe, url) for url in
+                       (web.origin + "/shop-v1-s00/cart", "http://127.0.0.1:9/", "http://localhost:9/")]
+            await browser.close()
+            return results
+
+    assert asyncio.run(scenario()) == [200, "blocked", "blocked"]
