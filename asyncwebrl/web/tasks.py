@@ -6,7 +6,6 @@ splits use different seeds as well: no test site (layout or content) appears in 
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 import os

@@ -3,8 +3,10 @@
 A fast solvability check for every generated task: each move must find its element by
 data-oid on the current page, links are followed, typing fills a field and submits its
 form (as Enter does in the browser), clicking a label toggles its radio or checkbox.
-The real check, through the agent's own actions in Chromium, is the oracle policy;
-this one runs in milliseconds, so tests can cover every task of many sites.
+Every element a move names must be unique on its page, and every fact the plan notes
+must be readable on the page it is noted from. The real check, through the agent's own
+actions in Chromium, is the oracle policy; this one runs in milliseconds, so tests can
+cover every task of many sites.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import uuid
 from typing import Any
 
 from asyncwebrl.records import Task
+from asyncwebrl.web.evaluator import Judgement, judge_local_episode, normalize_text, state_value
 from asyncwebrl.web.server import EPISODE_COOKIE, LocalWeb
 from asyncwebrl.web.site import Site, TaskDraft
 
@@ -48,9 +51,13 @@ class _PageParser(html.parser.HTMLParser):
         self._form: int | None = None
         self._label: int | None = None
         self._textarea: int | None = None
+        self._hidden_depth = 0  # inside <style>, <script> or <title>
+        self.text: list[str] = []
 
     def handle_starttag(self, tag, attrs):
         attrs = {k: v or "" for k, v in attrs}
+        if tag in ("style", "script", "title"):
+            self._hidden_depth += 1
         if tag == "form":
             self.forms.append(Form(attrs.get("method", "get").upper(), attrs.get("action", "")))
             self._form = len(self.forms) - 1
@@ -70,9 +77,13 @@ class _PageParser(html.parser.HTMLParser):
     def handle_data(self, data):
         if self._textarea is not None:
             self.elements[self._textarea].attrs["value"] += data
+        elif not self._hidden_depth:
+            self.text.append(data)
 
     def handle_endtag(self, tag):
-        if tag == "form":
+        if tag in ("style", "script", "title"):
+            self._hidden_depth -= 1
+        elif tag == "form":
             self._form = None
         elif tag == "label":
             self._label = None
@@ -85,6 +96,7 @@ class WalkResult:
     answer: str
     session: dict[str, Any]
     urls: list[str]
+    episode_id: str
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -117,14 +129,26 @@ class PlanWalker:
             parser = _PageParser()
             parser.feed(text)
             self.elements, self.forms = parser.elements, parser.forms
+            self.visible_text = normalize_text(" ".join(parser.text))
             return
         raise AssertionError(f"too many redirects from {url}")
 
     def find(self, oid: str) -> int:
-        for index, element in enumerate(self.elements):
-            if element.attrs.get("data-oid") == oid:
-                return index
-        raise AssertionError(f"no element with data-oid={oid!r} on {self.url}")
+        """The element with this data-oid; there must be exactly one on the page."""
+        found = [i for i, element in enumerate(self.elements) if element.attrs.get("data-oid") == oid]
+        if len(found) != 1:
+            raise AssertionError(f"{len(found)} elements with data-oid={oid!r} on {self.url}")
+        return found[0]
+
+    def check_on_screen(self, memory: dict[str, str]) -> None:
+        """A noted fact must be readable on the page it is noted from: as a phrase, or
+        (for composed notes such as "Title (Author, 1965)") word by word."""
+        words = set(self.visible_text.split())
+        for key, value in memory.items():
+            phrase = normalize_text(value)
+            missing = [] if phrase in self.visible_text else [w for w in phrase.split() if w not in words]
+            if missing:
+                raise AssertionError(f"noted {key}={value!r} but {missing} is not on {self.url}")
 
     def submit(self, form_index: int) -> None:
         form = self.forms[form_index]
@@ -189,8 +213,6 @@ class PlanWalker:
 
 def fill_placeholders(text: str, session: dict[str, Any]) -> str:
     """Replace "{state:a.b}" in an oracle answer with the episode's server state."""
-    from asyncwebrl.web.evaluator import state_value
-
     return _PLACEHOLDER.sub(lambda m: str(state_value(session, m[1])), text)
 
 
@@ -214,9 +236,18 @@ def _walk(web: LocalWeb, site: Site, plan: list[dict], start_url: str) -> WalkRe
             walker.click(move["oid"])
         elif move["op"] == "type":
             walker.type(move["oid"], move["text"])
+        elif move["op"] == "note":
+            session = web.session(episode_id, site.site_id)
+            walker.check_on_screen({k: fill_placeholders(v, session) for k, v in move["memory"].items()})
         elif move["op"] == "answer":
             final = move["text"]
     if final is None:
         raise AssertionError("plan has no answer move")
     session = web.session(episode_id, site.site_id)
-    return WalkResult(fill_placeholders(final, session), session, walker.urls)
+    return WalkResult(fill_placeholders(final, session), session, walker.urls, episode_id)
+
+
+def solve_and_judge(web: LocalWeb, task: Task) -> tuple[WalkResult, Judgement]:
+    """Walk a generated task's oracle plan and judge its answer as an episode would be."""
+    result = walk_task(web, task)
+    return result, judge_local_episode(web, task, result.answer, result.episode_id)
