@@ -22,11 +22,6 @@ SEEDS = (0, 1, 2, 3, 4, 5)
 MOVE_BUDGET = {"easy": 7, "medium": 14, "hard": 21}  # 70% of the training step limits 10/20/30
 
 
-def level(draft) -> str:
-    facts = sum(len(g.facts) for g in draft.groups)
-    return "easy" if facts <= 3 else "medium" if facts <= 6 else "hard"
-
-
 def sample_paths(site: DirectorySite) -> list[str]:
     person, dept = site.people[0], site.departments[0]
     paths = ["/", f"/d/{dept.slug}", f"/d/{dept.slug}?page=2", f"/people/{person.slug}",
@@ -91,12 +86,12 @@ def test_drafts_mix_budgets_and_memory_keys(variant):
         site = DirectorySite(variant, seed)
         drafts = site.draft_tasks(random.Random(seed))
         assert 16 <= len(drafts) <= 20
-        levels = [level(d) for d in drafts]
+        levels = [d.level for d in drafts]
         assert all(levels.count(name) >= 4 for name in MOVE_BUDGET), levels
         entity_keys = {p.key for p in site.people} | {d.key for d in site.departments} | {site.org_key}
         for draft in drafts:
             moves = [m for m in draft.plan if m["op"] != "note"]
-            assert len(moves) <= MOVE_BUDGET[level(draft)], (draft.instruction, len(moves))
+            assert len(moves) <= MOVE_BUDGET[draft.level], (draft.instruction, len(moves))
             assert draft.plan[-1]["op"] == "answer" and sum(m["op"] == "answer" for m in draft.plan) == 1
             for move in draft.plan:
                 if move["op"] == "note":

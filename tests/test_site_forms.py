@@ -23,11 +23,6 @@ MOVE_BUDGET = {"easy": 7, "medium": 14, "hard": 21}  # 70% of the training step 
 GENERIC_KEYS = {"name", "email", "phone", "date", "time", "price", "code", "answer", "result", "value", "room", "event"}
 
 
-def level(draft) -> str:
-    facts = sum(len(g.facts) for g in draft.groups)
-    return "easy" if facts <= 3 else "medium" if facts <= 6 else "hard"
-
-
 def sample_paths(site: FormsSite) -> list[str]:
     paths = ["/", "/events", f"/events/{site.events[0].slug}", "/rooms", f"/register?event={site.events[1].slug}"]
     paths += [f"/{form}" for form in FORMS] + [f"/{form}/done" for form in FORMS]
@@ -168,11 +163,11 @@ def test_drafts_mix_budgets_and_memory_keys(variant):
         drafts = site.draft_tasks(random.Random(seed))
         assert 16 <= len(drafts) <= 20
         assert len({d.instruction for d in drafts}) == len(drafts)  # tasks.py drops repeated instructions
-        levels = [level(d) for d in drafts]
+        levels = [d.level for d in drafts]
         assert all(levels.count(name) >= 4 for name in MOVE_BUDGET), levels
         for draft in drafts:
             moves = [m for m in draft.plan if m["op"] != "note"]
-            assert len(moves) <= MOVE_BUDGET[level(draft)], (draft.instruction, len(moves))
+            assert len(moves) <= MOVE_BUDGET[draft.level], (draft.instruction, len(moves))
             assert draft.plan[-1]["op"] == "answer" and sum(m["op"] == "answer" for m in draft.plan) == 1
             for move in draft.plan:
                 if move["op"] == "note":

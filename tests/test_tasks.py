@@ -59,6 +59,17 @@ def test_difficulty_is_the_number_of_facts_and_all_levels_exist(train_tasks, tes
         assert min(levels[level] for level in ("easy", "medium", "hard")) >= 60, levels
 
 
+def test_every_site_mixes_levels_and_plans_fit_the_training_step_limits(train_tasks, test_tasks):
+    """Oracle plans use at most 70% of the training step limit (room for scrolling), so
+    demonstrations fit the limits the model trains under; every site has each level."""
+    by_site = collections.defaultdict(collections.Counter)
+    for task in train_tasks + test_tasks:
+        by_site[task.local["site"]][task.level] += 1
+        actions = sum(move["op"] != "note" for move in task.local["oracle"])
+        assert actions <= 0.7 * task.step_limit("train"), (task.task_id, actions)
+    assert all(min(levels[level] for level in ("easy", "medium", "hard")) >= 4 for levels in by_site.values())
+
+
 def test_webgym_format_and_file_round_trip(tmp_path, test_tasks):
     path = tmp_path / "test.jsonl"
     write_jsonl(test_tasks, str(path))

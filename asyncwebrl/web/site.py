@@ -21,6 +21,8 @@ import random
 import urllib.parse
 from typing import Any, Callable
 
+from asyncwebrl.records import difficulty_level
+
 TRAIN_VARIANTS = (1, 2)
 TEST_VARIANTS = (3,)
 
@@ -117,6 +119,10 @@ class TaskDraft:
     plan: list[dict]
     start_path: str = "/"
     definite_answer: str = ""
+
+    @property
+    def level(self) -> str:
+        return difficulty_level(sum(len(group.facts) for group in self.groups))
 
 
 class Site:
