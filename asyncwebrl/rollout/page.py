@@ -61,9 +61,12 @@ _SCAN_JS = r"""
       const b = document.createElement('div');
       b.style.cssText = `position:absolute;left:${e.x}px;top:${e.y}px;width:${e.width}px;height:${e.height}px;` +
         'border:2px solid #ff2d7a;box-sizing:border-box';
+      // The number sits just right of the box (where list items and links leave blank
+      // space), or inside its right end at the edge of the screen: never on the text.
       const tag = document.createElement('span');
       tag.textContent = e.mark;
-      tag.style.cssText = 'position:absolute;left:-2px;top:-16px;background:#ff2d7a;color:#fff;' +
+      const side = e.x + e.width + 28 < vw ? 'left:100%' : 'right:0';
+      tag.style.cssText = `position:absolute;${side};top:-2px;background:#ff2d7a;color:#fff;` +
         'font:bold 12px/14px monospace;padding:0 3px';
       b.appendChild(tag);
       layer.appendChild(b);
