@@ -1,0 +1,115 @@
+"""ScreenshotStore: screenshots live once, in a tensorstore key-value store; keys travel.
+
+Keys are content addresses (SHA-256 of the PNG), so the identical screenshots an agent
+sees again and again (a page that did not change, the same start page for all eight
+episodes of a group) are stored once. Every holder of a key counts as a reference;
+`free` drops references and deletes an entry when none is left: the learner frees a
+trajectory's keys once it has consumed or rejected it, evaluation once it has judged.
+
+Drivers: "memory" (the default; one process) or "file" (a directory; for spilling to
+disk or sharing between hosts, where each host's keys are the same content addresses).
+The PNG bytes are the stored form: PNG is already compressed, and the sampler decodes
+only what it feeds the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import threading
+
+import numpy as np
+import tensorstore as ts
+from PIL import Image
+
+
+@dataclasses.dataclass
+class StoreStats:
+    entries: int = 0
+    bytes_held: int = 0
+    puts: int = 0
+    hits: int = 0  # puts of content already held
+    frees: int = 0  # references dropped
+    deletes: int = 0  # entries removed
+
+
+def content_key(png: bytes) -> str:
+    return hashlib.sha256(png).hexdigest()[:32]
+
+
+class ScreenshotStore:
+    def __init__(self, driver: str = "memory", path: str = ""):
+        if driver == "memory":
+            spec = {"driver": "memory"}
+        elif driver == "file":
+            if not path:
+                raise ValueError("the file driver needs a path")
+            spec = {"driver": "file", "path": path.rstrip("/") + "/"}
+        else:
+            raise ValueError(f"unknown screenshot store driver {driver!r} (memory or file)")
+        # fsync per write buys nothing for data that lives a few minutes.
+        self._kv = ts.KvStore.open(spec, context=ts.Context({"file_io_sync": False})).result()
+        self._refs: dict[str, int] = {}
+        self._sizes: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.stats = StoreStats()
+
+    def put(self, png: bytes) -> str:
+        """Store (or reference again) a PNG; returns its key. The caller holds one reference."""
+        key = content_key(png)
+        with self._lock:
+            self.stats.puts += 1
+            if key in self._refs:
+                self._refs[key] += 1
+                self.stats.hits += 1
+                return key
+            self._refs[key] = 1
+            self._sizes[key] = len(png)
+            self.stats.entries += 1
+            self.stats.bytes_held += len(png)
+        self._kv.write(key, png).result()
+        return key
+
+    def retain(self, key: str) -> None:
+        """One more holder of an existing key."""
+        with self._lock:
+            if key not in self._refs:
+                raise KeyError(f"screenshot {key} is not in the store")
+            self._refs[key] += 1
+
+    def free(self, keys) -> None:
+        """Drop one reference per key (a key listed twice drops two)."""
+        doomed = []
+        with self._lock:
+            for key in keys:
+                if key not in self._refs:
+                    raise KeyError(f"screenshot {key} freed more often than it was put")
+                self.stats.frees += 1
+                self._refs[key] -= 1
+                if self._refs[key] == 0:
+                    del self._refs[key]
+                    self.stats.entries -= 1
+                    self.stats.bytes_held -= self._sizes.pop(key)
+                    self.stats.deletes += 1
+                    doomed.append(key)
+        for key in doomed:
+            self._kv.delete_range(ts.KvStore.KeyRange(inclusive_min=key, exclusive_max=key + "\0")).result()
+
+    def get(self, key: str) -> bytes:
+        result = self._kv.read(key).result()
+        if result.state != "value":
+            raise KeyError(f"screenshot {key} is not in the store")
+        return bytes(result.value)
+
+    def get_array(self, key: str) -> np.ndarray:
+        """The screenshot as an RGB uint8 array [height, width, 3]."""
+        return np.asarray(Image.open(io.BytesIO(self.get(key))).convert("RGB"))
+
+    def references(self, key: str) -> int:
+        with self._lock:
+            return self._refs.get(key, 0)
+
+    def keys(self) -> list[str]:
+        """Keys actually present in the underlying store (for leak checks)."""
+        return [k.decode() for k in self._kv.list().result()]
