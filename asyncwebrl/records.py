@@ -100,6 +100,10 @@ class Trajectory:
     seconds: float = 0.0
     error: str = ""  # for crashed episodes: what went wrong
 
+    def screenshot_keys(self) -> list[str]:
+        """The store references this trajectory holds (one per step)."""
+        return [step.screenshot_key for step in self.steps if step.screenshot_key]
+
     @property
     def success(self) -> bool:
         return bool(self.reward) and self.reward > 0

@@ -2,7 +2,6 @@
 
 import asyncio
 import collections
-import io
 import json
 import os
 import subprocess
@@ -10,17 +9,17 @@ import sys
 
 import numpy as np
 import pytest
-from PIL import Image
 from playwright.async_api import async_playwright
 
 from asyncwebrl.records import Task
 from asyncwebrl.rollout.browser import launch_browser
+from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.episode import EpisodeSettings, run_episode
 from asyncwebrl.rollout.page import observe
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy, Reply
 from asyncwebrl.rollout.response import format_response
+from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize
-from asyncwebrl.web.evaluator import judge_local_episode
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks, select_balanced
 
@@ -72,27 +71,25 @@ def test_random_policy_rarely_succeeds(web):
     assert collections.Counter(t.outcome for t in trajectories)["limit"] >= 2
 
 
-def _png_pixels(png: bytes) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
-
-
 def test_set_of_marks_draws_numbered_boxes_and_lists_elements(web):
+    store = ScreenshotStore()
+
     async def scenario():
         async with async_playwright() as playwright:
             browser = await launch_browser(playwright)
             page = await (await browser.new_context(viewport={"width": 1280, "height": 720})).new_page()
             await page.goto(web.origin + "/shop-v1-s00/")
-            plain = await observe(page, interaction="coordinates", step=0, logical_url="u")
-            marked = await observe(page, interaction="set_of_marks", step=0, logical_url="u")
-            again = await observe(page, interaction="coordinates", step=0, logical_url="u")
+            shots = [await observe(page, store, interaction=mode, step=0, shown_url="u")
+                     for mode in ("coordinates", "set_of_marks", "coordinates")]
             await browser.close()
-            return plain, marked, again
+            return shots
 
     plain, marked, again = asyncio.run(scenario())
     pink = np.array([255, 45, 122])
-    count = lambda png: int((np.abs(_png_pixels(png).astype(int) - pink).sum(-1) < 30).sum())  # noqa: E731
-    assert count(plain.screenshot) == 0 and count(marked.screenshot) > 500
+    count = lambda key: int((np.abs(store.get_array(key).astype(int) - pink).sum(-1) < 30).sum())  # noqa: E731
+    assert count(plain.screenshot_key) == 0 and count(marked.screenshot_key) > 500
     assert again.screenshot_key == plain.screenshot_key  # the overlay is removed after the shot
+    assert store.stats.entries == 2 and store.references(plain.screenshot_key) == 2
     listed = marked.element_list().splitlines()
     assert listed[0].startswith("[1] ") and len(listed) == len(marked.marked()) >= 8
     assert any('text field "Search products"' in line for line in listed)
@@ -110,22 +107,29 @@ class _CrashingAgent:
         return Reply(format_response({}, {}, "x", "Click.", {"action": "left_click", "coordinate": [10, 10]}))
 
 
-def test_a_browser_crash_is_recorded_as_crashed_not_as_failure(web):
-    task = generate_tasks("test", 1)[0]
+def _run_one(web, task, agent, store=None):
+    store = store or ScreenshotStore()
+    environment = LocalEnvironment(web)
 
     async def scenario():
         async with async_playwright() as playwright:
             browser = await launch_browser(playwright)
+            try:
+                return await run_episode(browser, task, agent(browser), site=environment.episode_site(task, "e-1"),
+                                         store=store, settings=EpisodeSettings(), episode_id="e-1")
+            finally:
+                if browser.is_connected():
+                    await browser.close()
 
-            async def judge(t, answer, episode_id):
-                return judge_local_episode(web, t, answer, episode_id)
+    return asyncio.run(scenario()), environment
 
-            return await run_episode(browser, web, task, _CrashingAgent(browser), judge,
-                                     episode_id="crash-1", settings=EpisodeSettings())
 
-    trajectory = asyncio.run(scenario())
+def test_a_browser_crash_is_recorded_as_crashed_not_as_failure(web):
+    store = ScreenshotStore()
+    trajectory, _ = _run_one(web, generate_tasks("test", 1)[0], _CrashingAgent, store)
     assert trajectory.outcome == "crashed"
     assert trajectory.reward is None and trajectory.error
+    assert store.stats.entries == 0  # the unrecorded observation was freed
 
 
 def test_navigation_is_confined_to_the_local_web(web):
@@ -139,22 +143,13 @@ def test_navigation_is_confined_to_the_local_web(web):
             arguments = {"action": "navigate", "url": url} if url else {"action": "answer", "text": "x"}
             return Reply(format_response({}, {}, "x", "Go.", arguments))
 
-    async def scenario():
-        async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
-
-            async def judge(t, answer, episode_id):
-                return judge_local_episode(web, t, answer, episode_id)
-
-            result = await run_episode(browser, web, task, Navigator(), judge, episode_id="nav-1", settings=EpisodeSettings())
-            await browser.close()
-            return result
-
-    trajectory = asyncio.run(scenario())
+    trajectory, environment = _run_one(web, task, lambda browser: Navigator())
     errors = [s.action_error for s in trajectory.steps]
-    assert "not allowed" in errors[0] and "not allowed" in errors[1] and errors[2] == ""
+    assert "blocked" in errors[0] and "blocked" in errors[1] and errors[2] == ""
     assert all(s.url.startswith("http://awr.local/") for s in trajectory.steps)
-    assert trajectory.outcome == "answered" and trajectory.reward == 0.0
+    assert trajectory.outcome == "answered"
+    assert environment.policy.blocked["internal"] + environment.policy.blocked["offsite"] >= 1
+    assert environment.policy.blocked["scheme"] == 1
 
 
 def test_main_eval_writes_the_documented_eval_json(tmp_path):
@@ -180,13 +175,13 @@ def test_main_rejects_unknown_policy(tmp_path):
 
 def test_requests_leaving_the_local_web_are_aborted(web):
     """Defence in depth under `navigate`: whatever a page requests elsewhere never leaves."""
-    from asyncwebrl.rollout.episode import SiteGuard
+    environment = LocalEnvironment(web)
 
     async def scenario():
         async with async_playwright() as playwright:
             browser = await launch_browser(playwright)
             context = await browser.new_context()
-            await SiteGuard(web).install(context)
+            await environment.episode_site(generate_tasks("test", 1)[0], "e-2").sandbox.install(context)
             page = await context.new_page()
             await page.goto(web.origin + "/shop-v1-s00/")
             probe = "url => fetch(url).then(r => r.status, e => 'blocked')"
@@ -196,3 +191,4 @@ def test_requests_leaving_the_local_web_are_aborted(web):
             return results
 
     assert asyncio.run(scenario()) == [200, "blocked", "blocked"]
+    assert environment.policy.blocked["internal"] == 2

@@ -1,19 +1,17 @@
 """One episode: reset to the start page, observe, act, until `answer` or the step limit.
 
-A browser context per episode (clean cookies and storage); the context carries the
-episode id as a cookie so the local server keeps this episode's state apart. A crash or
-hang of the browser ends the episode as `crashed` (never reward 0); what the caller does
-with the browser after that is its business.
+A browser context per episode (clean cookies and storage, its own sandbox). A crash or a
+hang ends the episode as `crashed` (never reward 0); whether the browser must be
+replaced is the pool's business. Judging is not done here: the episode returns what
+happened, and the environment that owns the task judges it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
 import time
-import urllib.parse
-from typing import Awaitable, Callable
+from typing import Callable
 
 from playwright.async_api import Error as PlaywrightError
 
@@ -21,10 +19,8 @@ from asyncwebrl.records import Step, Task, Trajectory
 from asyncwebrl.rollout.page import LEAVING_FLAG_JS, NavigationWatch, execute, observe
 from asyncwebrl.rollout.policies import Agent
 from asyncwebrl.rollout.response import response_action
-from asyncwebrl.web.evaluator import Judgement
-from asyncwebrl.web.server import EPISODE_COOKIE, LocalWeb
-
-Judge = Callable[[Task, str, str], Awaitable[Judgement]]  # (task, answer, episode_id)
+from asyncwebrl.rollout.sandbox import Sandbox
+from asyncwebrl.rollout.screenshots import ScreenshotStore
 
 
 @dataclasses.dataclass
@@ -32,55 +28,62 @@ class EpisodeSettings:
     interaction: str = "coordinates"
     phase: str = "test"  # picks the step limits: train 10/20/30, test 30/50/70
     viewport: tuple[int, int] = (1280, 720)
-    timeout_s: float = 15.0  # per browser operation
+    timeout_s: float = 15.0  # one browser operation (navigation, click, screenshot)
+    step_deadline_s: float = 30.0  # observing or executing one step, whatever hangs
 
 
-class SiteGuard:
-    """Keeps an episode on the local web: the agent's `navigate` may only reach the local
-    server, and every request the page makes elsewhere is aborted. (The full URL sandbox
-    for external sites is the rollout issue's.)"""
+@dataclasses.dataclass
+class EpisodeSite:
+    """Where an episode runs: its start page, sandbox, cookies and the URL the agent sees."""
 
-    def __init__(self, web: LocalWeb):
-        self.web = web
-
-    def resolve(self, url: str) -> str:
-        absolute = self.web.browser_url(url.strip())
-        if not absolute.startswith(self.web.origin + "/"):
-            parts = urllib.parse.urlsplit(absolute)
-            raise ValueError(f"navigation to {parts.scheme}://{parts.netloc} is not allowed")
-        return absolute
-
-    async def install(self, context) -> None:
-        # The pattern matches every URL outside the local server, so requests to it are
-        # never routed through Python (a round trip per request otherwise).
-        elsewhere = re.compile("^(?!" + re.escape(self.web.origin + "/") + ")")
-        await context.route(elsewhere, lambda route: route.abort("blockedbyclient"))
+    start_url: str  # as the browser opens it
+    sandbox: Sandbox
+    cookies: list[dict] = dataclasses.field(default_factory=list)
+    shown_url: Callable[[str], str] = lambda url: url
 
 
-async def run_episode(browser, web: LocalWeb, task: Task, agent: Agent, judge: Judge, *,
-                      episode_id: str, settings: EpisodeSettings, group_id: str = "") -> Trajectory:
+class StepHang(Exception):
+    """A step did not finish within its deadline (a page in an endless script, say)."""
+
+
+async def _within(deadline_s: float, what: str, awaitable):
+    try:
+        return await asyncio.wait_for(awaitable, timeout=deadline_s)
+    except asyncio.TimeoutError:
+        raise StepHang(f"{what} took longer than {deadline_s:.0f}s") from None
+
+
+async def run_episode(browser, task: Task, agent: Agent, *, site: EpisodeSite, store: ScreenshotStore,
+                      settings: EpisodeSettings, episode_id: str, group_id: str = "") -> Trajectory:
+    """Run one episode in a fresh context of `browser`. The trajectory's steps hold one
+    store reference each (their screenshot keys); the caller frees them."""
     started = time.perf_counter()
     limit = task.step_limit(settings.phase)
     steps: list[Step] = []
     outcome, answer, error = "limit", "", ""
-    guard = SiteGuard(web)
-    context = await browser.new_context(
-        viewport={"width": settings.viewport[0], "height": settings.viewport[1]},
-        service_workers="block", accept_downloads=False,
-    )
+    unrecorded: list[str] = []  # keys observed but not (yet) in a step: freed on a crash
+    context = None
     try:
-        await context.add_cookies([{"name": EPISODE_COOKIE, "value": episode_id, "url": web.origin}])
-        await guard.install(context)
+        context = await browser.new_context(
+            viewport={"width": settings.viewport[0], "height": settings.viewport[1]},
+            service_workers="block", accept_downloads=False,
+        )
+        if site.cookies:
+            await context.add_cookies(site.cookies)
+        await site.sandbox.install(context)
         await context.add_init_script(LEAVING_FLAG_JS)
         page = await context.new_page()
         page.set_default_timeout(settings.timeout_s * 1000)
+        page.on("download", lambda download: site.sandbox.policy.count("download"))
         watch = NavigationWatch(page)
-        await page.goto(guard.resolve(task.website), wait_until="load")
+        await _within(settings.step_deadline_s, "opening the start page", page.goto(site.start_url, wait_until="load"))
         last_error = ""
         for index in range(limit):
             browser_started = time.perf_counter()
-            observation = await observe(page, interaction=settings.interaction, step=index,
-                                        logical_url=web.logical_url(page.url), last_error=last_error)
+            observation = await _within(settings.step_deadline_s, "observing the page", observe(
+                page, store, interaction=settings.interaction, step=index,
+                shown_url=site.shown_url(page.url), last_error=last_error))
+            unrecorded.append(observation.screenshot_key)
             if steps:
                 steps[-1].screenshot_changed = observation.screenshot_key != steps[-1].screenshot_key
             policy_started = time.perf_counter()
@@ -91,10 +94,9 @@ async def run_episode(browser, web: LocalWeb, task: Task, agent: Agent, judge: J
             if action.name == "answer":
                 answer, outcome = action.args["text"], "answered"
             elif not action.invalid:
-                last_error = await asyncio.wait_for(
-                    execute(page, action, observation, watch=watch, resolve_url=guard.resolve, timeout_s=settings.timeout_s),
-                    timeout=settings.timeout_s * 2,
-                )
+                last_error = await _within(settings.step_deadline_s, f"executing {action.name}", execute(
+                    page, action, observation, watch=watch, resolve_url=site.sandbox.resolve,
+                    timeout_s=settings.timeout_s))
             steps.append(Step(
                 index=index, url=observation.url, response=reply.text, action=action.as_dict(),
                 action_error=last_error, screenshot_key=observation.screenshot_key,
@@ -103,21 +105,18 @@ async def run_episode(browser, web: LocalWeb, task: Task, agent: Agent, judge: J
                 seconds_policy=acted - policy_started,
                 seconds_browser=(policy_started - browser_started) + (time.perf_counter() - acted),
             ))
+            unrecorded.pop()
             if outcome == "answered":
                 break
-    except (PlaywrightError, asyncio.TimeoutError) as failure:
-        outcome, error = "crashed", f"{type(failure).__name__}: {str(failure).splitlines()[0] if str(failure) else ''}"
+    except (PlaywrightError, StepHang) as failure:
+        message = str(failure).splitlines()[0] if str(failure) else ""
+        outcome, error = "crashed", f"{type(failure).__name__}: {message}"
     finally:
-        try:
-            await context.close()
-        except PlaywrightError:
-            pass  # the browser is gone already; the caller replaces it
-    trajectory = Trajectory(task=task, steps=steps, outcome=outcome, reward=None, answer=answer,
-                            episode_id=episode_id, group_id=group_id, step_limit=limit, error=error)
-    if outcome != "crashed":
-        judgement = await judge(task, answer, episode_id)
-        trajectory.reward, trajectory.fact_results, trajectory.judge_note = (
-            judgement.reward, judgement.fact_results, judgement.note)
-    web.forget(episode_id)
-    trajectory.seconds = time.perf_counter() - started
-    return trajectory
+        store.free(unrecorded)
+        if context is not None:
+            try:  # a context whose page is stuck in a script loop may not close: don't wait forever
+                await asyncio.wait_for(context.close(), timeout=settings.timeout_s)
+            except (PlaywrightError, asyncio.TimeoutError):
+                error = error or "context did not close"
+    return Trajectory(task=task, steps=steps, outcome=outcome, reward=None, answer=answer, episode_id=episode_id,
+                      group_id=group_id, step_limit=limit, error=error, seconds=time.perf_counter() - started)

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 
 from playwright.async_api import Error as PlaywrightError
 
 from asyncwebrl.rollout.response import GRID, Action
+from asyncwebrl.rollout.screenshots import ScreenshotStore
 
 # Interactive elements, their boxes in viewport pixels, and (optionally) numbered boxes
 # drawn over them. A label that wraps a radio or checkbox stands for it; a label that
@@ -114,10 +114,9 @@ class Element:
 
 @dataclasses.dataclass
 class Observation:
-    url: str  # logical URL, as the agent is shown it
+    url: str  # as the agent is shown it (the logical URL on the local web)
     title: str
-    screenshot: bytes  # PNG, with marks drawn in set-of-marks mode
-    screenshot_key: str  # content address of the PNG
+    screenshot_key: str  # the PNG (marks drawn in set-of-marks mode) in the ScreenshotStore
     elements: list[Element]
     scroll_y: float
     page_height: float
@@ -132,11 +131,9 @@ class Observation:
         return "\n".join(e.describe() for e in self.marked())
 
 
-def screenshot_key(png: bytes) -> str:
-    return hashlib.sha256(png).hexdigest()[:32]
-
-
-async def observe(page, *, interaction: str, step: int, logical_url: str, last_error: str = "") -> Observation:
+async def observe(page, store: ScreenshotStore, *, interaction: str, step: int, shown_url: str,
+                  last_error: str = "") -> Observation:
+    """Scan, screenshot (into `store`: the caller owns one reference to the key)."""
     marks = interaction == "set_of_marks"
     for attempt in range(3):
         try:
@@ -151,10 +148,9 @@ async def observe(page, *, interaction: str, step: int, logical_url: str, last_e
         await page.evaluate(_REMOVE_MARKS_JS)
     viewport = page.viewport_size
     return Observation(
-        url=logical_url,
+        url=shown_url,
         title=scan["title"],
-        screenshot=png,
-        screenshot_key=screenshot_key(png),
+        screenshot_key=await store.aput(png),
         elements=[Element(**e) for e in scan["elements"]],
         scroll_y=scan["scrollY"],
         page_height=scan["pageHeight"],

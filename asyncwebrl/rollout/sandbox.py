@@ -14,6 +14,7 @@ Every block is counted by reason and logged.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import ipaddress
 import logging
@@ -60,9 +61,12 @@ def _host_port(parts: urllib.parse.SplitResult) -> tuple[str, int | None]:
 class UrlPolicy:
     """Decides per URL; one per episode (its site) or shared (local mode)."""
 
-    def __init__(self, sites: list[str], allow_hosts: list[str] = ()):
+    def __init__(self, sites: list[str], allow_hosts: list[str] = (), *, strict: bool = False):
         """`sites`: start URLs or hosts whose host (and subdomains) the agent may visit.
-        `allow_hosts`: HOST or HOST:PORT entries allowed even when internal."""
+        `allow_hosts`: HOST or HOST:PORT entries allowed even when internal.
+        `strict`: every request, not only navigations, must stay on the sites or the
+        allowed hosts (local mode: nothing but the local server)."""
+        self.strict = strict
         self.site_hosts = {_host_port(urllib.parse.urlsplit(s if "//" in s else "//" + s))[0] for s in sites}
         self.allowed: set[tuple[str, int | None]] = set()
         for entry in allow_hosts:
@@ -99,6 +103,73 @@ class UrlPolicy:
             return f"internal: {host} is a {type(address).__name__} internal address"
         if host in ("localhost",) or host.endswith(".localhost"):
             return f"internal: {host}"
+        if self.strict:
+            return f"offsite: {host} is not allowed"
         if navigation and not any(host == site or host.endswith("." + site) for site in self.site_hosts):
             return f"offsite: {host} is not the task's site"
         return ""
+
+    def count(self, reason: str) -> None:
+        self.blocked[reason] += 1
+
+
+def local_policy(origin: str) -> UrlPolicy:
+    """Local mode: the local server's host:port and nothing else."""
+    netloc = urllib.parse.urlsplit(origin).netloc
+    return UrlPolicy([origin], [netloc], strict=True)
+
+
+# Installed in every document: popups and target=_blank links open in the same page, so
+# everything the agent does stays in its one page (extra pages are closed and counted).
+SAME_PAGE_JS = """
+window.open = function (url) { if (url) { window.location.href = url; } return window; };
+document.addEventListener('click', (event) => {
+  const link = event.target && event.target.closest ? event.target.closest('a[target]') : null;
+  if (link) { link.removeAttribute('target'); }
+}, true);
+"""
+
+
+class Sandbox:
+    """Applies a UrlPolicy to one browser context and to the agent's `navigate`.
+
+    In local mode the route matches only URLs off the local server, so ordinary requests
+    never make a round trip through Python; elsewhere every request is checked (real
+    sites are network-bound anyway). Playwright routes each redirect hop as a new
+    request, so redirects are re-checked."""
+
+    def __init__(self, policy: UrlPolicy, *, to_browser_url=lambda url: url, local_origin: str = ""):
+        self.policy = policy
+        self.to_browser_url = to_browser_url
+        self.local_origin = local_origin
+
+    def resolve(self, url: str) -> str:
+        """The browser URL for the agent's `navigate`; ValueError if it is not allowed."""
+        absolute = self.to_browser_url(url.strip())
+        reason = self.policy.check(absolute, navigation=True)
+        if reason:
+            raise ValueError(f"navigation blocked ({reason})")
+        return absolute
+
+    async def install(self, context) -> None:
+        async def guard(route):
+            request = route.request
+            navigation = request.is_navigation_request()
+            if self.policy.check(request.url, navigation=navigation):
+                await route.abort("blockedbyclient")
+            else:
+                await route.continue_()
+
+        if self.local_origin:
+            elsewhere = re.compile("^(?!" + re.escape(self.local_origin + "/") + ")")
+            await context.route(elsewhere, guard)
+        else:
+            await context.route("**/*", guard)
+        await context.add_init_script(SAME_PAGE_JS)
+        context.on("page", self._close_extra_page)
+
+    def _close_extra_page(self, page) -> None:
+        if len(page.context.pages) > 1:  # the episode's own page is the first
+            self.policy.count("popup")
+            logging.info("sandbox closed a popup page")
+            asyncio.ensure_future(page.close())

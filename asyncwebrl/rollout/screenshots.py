@@ -55,20 +55,33 @@ class ScreenshotStore:
         self._lock = threading.Lock()
         self.stats = StoreStats()
 
-    def put(self, png: bytes) -> str:
-        """Store (or reference again) a PNG; returns its key. The caller holds one reference."""
+    def _reference(self, png: bytes) -> tuple[str, bool]:
+        """Count one more reference to this content; True if it must be written."""
         key = content_key(png)
         with self._lock:
             self.stats.puts += 1
             if key in self._refs:
                 self._refs[key] += 1
                 self.stats.hits += 1
-                return key
+                return key, False
             self._refs[key] = 1
             self._sizes[key] = len(png)
             self.stats.entries += 1
             self.stats.bytes_held += len(png)
-        self._kv.write(key, png).result()
+            return key, True
+
+    def put(self, png: bytes) -> str:
+        """Store (or reference again) a PNG; returns its key. The caller holds one reference."""
+        key, new = self._reference(png)
+        if new:
+            self._kv.write(key, png).result()
+        return key
+
+    async def aput(self, png: bytes) -> str:
+        """`put` for asyncio code: the write does not block the event loop."""
+        key, new = self._reference(png)
+        if new:
+            await self._kv.write(key, png)
         return key
 
     def retain(self, key: str) -> None:

@@ -14,75 +14,47 @@ import os
 import statistics
 import sys
 import time
-import uuid
-
-from playwright.async_api import async_playwright
 
 from asyncwebrl.records import LEVELS, Task, Trajectory
-from asyncwebrl.rollout.browser import launch_browser
-from asyncwebrl.rollout.episode import EpisodeSettings, run_episode
+from asyncwebrl.rollout.environment import LocalEnvironment
+from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import Policy
-from asyncwebrl.web.evaluator import judge_local_episode
+from asyncwebrl.rollout.pool import BrowserPool
+from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.web.server import LocalWeb
-
-
-class BrowserSlot:
-    """One Chromium shared by a few pages; relaunched if it dies."""
-
-    def __init__(self, playwright, executable_path: str):
-        self.playwright, self.executable_path = playwright, executable_path
-        self.browser = None
-        self._lock = asyncio.Lock()
-
-    async def get(self):
-        async with self._lock:
-            if self.browser is None or not self.browser.is_connected():
-                self.browser = await launch_browser(self.playwright, self.executable_path)
-            return self.browser
-
-    async def close(self) -> None:
-        if self.browser is not None and self.browser.is_connected():
-            await self.browser.close()
 
 
 async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: EpisodeSettings, *,
                     concurrency: int = 4, pages_per_browser: int = 4, executable_path: str = "",
                     progress=sys.stderr) -> tuple[list[Trajectory], float]:
-    """Runs one episode per task; returns the trajectories (in task order) and wall seconds."""
-    async def judge(task, answer, episode_id):
-        return judge_local_episode(web, task, answer, episode_id)
-
+    """One episode per task on the browser pool; returns the trajectories (in task order)
+    and wall seconds. Screenshots are freed as soon as an episode is judged."""
     started = time.perf_counter()
     done = 0
     interactive = bool(progress) and progress.isatty()  # a live line on a terminal, every 10% in logs
-    async with async_playwright() as playwright:
-        slots = [BrowserSlot(playwright, executable_path) for _ in range(-(-concurrency // pages_per_browser))]
-        queue: asyncio.Queue[tuple[int, Task]] = asyncio.Queue()
-        for item in enumerate(tasks):
-            queue.put_nowait(item)
-        results: list[Trajectory | None] = [None] * len(tasks)
+    store = ScreenshotStore()
+    results: list[Trajectory | None] = [None] * len(tasks)
+    pool = BrowserPool(LocalEnvironment(web), store=store, settings=settings,
+                       workers=-(-concurrency // pages_per_browser), pages_per_browser=min(concurrency, pages_per_browser),
+                       executable_path=executable_path)
 
-        async def worker(slot: BrowserSlot) -> None:
-            nonlocal done
-            while not queue.empty():
-                index, task = queue.get_nowait()
-                episode_id = f"eval-{uuid.uuid4().hex[:12]}"
-                agent = policy.begin(task, interaction=settings.interaction, episode_id=episode_id)
-                results[index] = await run_episode(await slot.get(), web, task, agent, judge,
-                                                   episode_id=episode_id, settings=settings)
-                done += 1
-                if progress and (interactive or done % max(1, len(tasks) // 10) == 0 or done == len(tasks)):
-                    succeeded = sum(1 for t in results if t is not None and t.success)
-                    line = f"[eval] {done}/{len(tasks)} episodes, {succeeded} successes, {time.perf_counter() - started:.0f}s"
-                    print("\r" + line if interactive else line, end="" if interactive else "\n", file=progress, flush=True)
+    async def run_one(index: int, task: Task) -> None:
+        nonlocal done
+        trajectory = await pool.run(task, policy)
+        store.free(trajectory.screenshot_keys())
+        results[index] = trajectory
+        done += 1
+        if progress and (interactive or done % max(1, len(tasks) // 10) == 0 or done == len(tasks)):
+            succeeded = sum(1 for t in results if t is not None and t.success)
+            line = f"[eval] {done}/{len(tasks)} episodes, {succeeded} successes, {time.perf_counter() - started:.0f}s"
+            print("\r" + line if interactive else line, end="" if interactive else "\n", file=progress, flush=True)
 
-        try:
-            await asyncio.gather(*(worker(slots[i // pages_per_browser]) for i in range(concurrency)))
-        finally:
-            for slot in slots:
-                await slot.close()
+    async with pool:
+        await asyncio.gather(*(run_one(i, task) for i, task in enumerate(tasks)))
     if interactive:
         print(file=progress)
+    if store.stats.entries:
+        logging.warning("screenshot store still holds %d entries after evaluation", store.stats.entries)
     return [t for t in results if t is not None], time.perf_counter() - started
 
 

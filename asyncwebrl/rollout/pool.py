@@ -1,0 +1,161 @@
+"""BrowserPool: browser workers that live for the whole run (SPEC.md §2, "everlasting").
+
+W workers, each one Chromium with up to P episodes (pages, one context each) at a time.
+A worker starts the next episode the moment a page is free: no per-round warm-up. A
+browser is retired (no new episodes; closed once its running ones end) after
+`recycle_after` episodes, after any crashed episode, and after every episode in
+`relaunch_every_episode` mode, the synchronous pipeline's habit kept for comparison. A
+browser that died is replaced at once.
+
+    async with BrowserPool(environment, store=store, settings=settings) as pool:
+        trajectory = await pool.run(task, policy)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import uuid
+
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import async_playwright
+
+from asyncwebrl.records import Task, Trajectory
+from asyncwebrl.rollout.browser import launch_browser
+from asyncwebrl.rollout.episode import EpisodeSettings, run_episode
+from asyncwebrl.rollout.policies import Policy
+from asyncwebrl.rollout.screenshots import ScreenshotStore
+
+
+@dataclasses.dataclass
+class PoolStats:
+    episodes: int = 0
+    crashed: int = 0
+    launches: int = 0
+    retired: int = 0
+
+
+class _Worker:
+    """One browser slot. The browser object changes when it is replaced."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.browser = None
+        self.in_flight = 0
+        self.episodes = 0  # on the current browser
+        self.retiring: list = []  # old browsers still running episodes
+
+
+class BrowserPool:
+    def __init__(self, environment, *, store: ScreenshotStore, settings: EpisodeSettings, workers: int = 1,
+                 pages_per_browser: int = 4, recycle_after: int = 200, relaunch_every_episode: bool = False,
+                 executable_path: str = ""):
+        if workers < 1 or pages_per_browser < 1:
+            raise ValueError("a pool needs at least one worker and one page per browser")
+        self.environment = environment
+        self.store = store
+        self.settings = settings
+        self.pages_per_browser = pages_per_browser
+        self.recycle_after = 1 if relaunch_every_episode else recycle_after
+        self.executable_path = executable_path
+        self.workers = [_Worker(i) for i in range(workers)]
+        self.stats = PoolStats()
+        self._free = asyncio.Condition()
+        self._playwright_manager = None
+        self._playwright = None
+
+    @property
+    def capacity(self) -> int:
+        return len(self.workers) * self.pages_per_browser
+
+    async def __aenter__(self) -> "BrowserPool":
+        self._playwright_manager = async_playwright()
+        self._playwright = await self._playwright_manager.__aenter__()
+        for worker in self.workers:  # warm up every worker before the first episode
+            await self._replace(worker)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        for worker in self.workers:
+            for browser in [worker.browser, *worker.retiring]:
+                await self._close(browser)
+        await self._playwright_manager.__aexit__(*exc)
+
+    async def _launch(self):
+        self.stats.launches += 1
+        return await launch_browser(self._playwright, self.executable_path)
+
+    async def _close(self, browser) -> None:
+        if browser is None:
+            return
+        try:
+            await asyncio.wait_for(browser.close(), timeout=self.settings.timeout_s)
+        except (PlaywrightError, asyncio.TimeoutError) as error:
+            logging.warning("browser did not close cleanly: %s", error)
+
+    async def _replace(self, worker: _Worker) -> None:
+        """Give the worker a fresh browser; the old one closes when its episodes end."""
+        old = worker.browser
+        worker.browser, worker.episodes = await self._launch(), 0
+        if old is not None:
+            self.stats.retired += 1
+            if worker.in_flight and old.is_connected():
+                worker.retiring.append(old)
+            else:
+                await self._close(old)
+
+    async def _acquire(self) -> tuple[_Worker, object]:
+        async with self._free:
+            while True:
+                open_workers = [w for w in self.workers if w.in_flight < self.pages_per_browser]
+                if open_workers:
+                    worker = min(open_workers, key=lambda w: w.in_flight)
+                    worker.in_flight += 1
+                    break
+                await self._free.wait()
+        try:
+            if worker.browser is None or not worker.browser.is_connected() or worker.episodes >= self.recycle_after:
+                await self._replace(worker)
+        except BaseException:
+            await self._release(worker, None)
+            raise
+        worker.episodes += 1
+        return worker, worker.browser
+
+    async def _release(self, worker: _Worker, browser) -> None:
+        async with self._free:
+            worker.in_flight -= 1
+            self._free.notify()
+        if browser is not None and browser in worker.retiring and not any(
+                ctx.pages for ctx in browser.contexts):
+            worker.retiring.remove(browser)
+            await self._close(browser)
+
+    async def run(self, task: Task, policy: Policy, *, episode_id: str = "", group_id: str = "") -> Trajectory:
+        """One episode of `task`, judged; waits for a free page first."""
+        episode_id = episode_id or f"ep-{uuid.uuid4().hex[:12]}"
+        worker, browser = await self._acquire()
+        try:
+            agent = policy.begin(task, interaction=self.settings.interaction, episode_id=episode_id)
+            site = self.environment.episode_site(task, episode_id)
+            trajectory = await run_episode(browser, task, agent, site=site, store=self.store, settings=self.settings,
+                                           episode_id=episode_id, group_id=group_id)
+            if trajectory.outcome == "crashed" or trajectory.error:
+                self.stats.crashed += trajectory.outcome == "crashed"
+                if worker.browser is browser:  # don't trust it with another episode
+                    await self._replace(worker)
+            else:
+                judgement = await self.environment.judge(task, trajectory.answer, episode_id)
+                trajectory.reward, trajectory.fact_results, trajectory.judge_note = (
+                    judgement.reward, judgement.fact_results, judgement.note)
+            self.stats.episodes += 1
+            return trajectory
+        finally:
+            self.environment.finish(episode_id)
+            await self._release(worker, browser)
+
+    def open_contexts(self) -> int:
+        """Browser contexts open across all workers (for leak checks)."""
+        return sum(len(b.contexts) for w in self.workers for b in [w.browser, *w.retiring]
+                   if b is not None and b.is_connected())
