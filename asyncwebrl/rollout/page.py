@@ -178,16 +178,22 @@ class NavigationWatch:
 
     def __init__(self, page):
         self.started = 0
-        self.loaded = 0
+        self.loaded = 0  # navigations that ended: a page loaded, or it failed, or became a download
         self._load_event = asyncio.Event()
         page.on("request", self._on_request)
-        page.on("load", self._on_load)
+        page.on("load", self._on_end)
+        page.on("download", self._on_end)
+        page.on("requestfailed", lambda request: self._is_main_navigation(request) and self._on_end(request))
+
+    @staticmethod
+    def _is_main_navigation(request) -> bool:
+        return request.is_navigation_request() and request.frame.parent_frame is None
 
     def _on_request(self, request) -> None:
-        if request.is_navigation_request() and request.frame.parent_frame is None:
+        if self._is_main_navigation(request):
             self.started += 1
 
-    def _on_load(self, _page) -> None:
+    def _on_end(self, _event) -> None:
         self.loaded += 1
         self._load_event.set()
 
@@ -236,15 +242,19 @@ async def execute(page, action: Action, observation: Observation, *, watch: Navi
         await page.evaluate(_SCROLL_JS, step if action.args["direction"] == "down" else -step)
     elif action.name == "wait":
         await asyncio.sleep(action.args["time"])
-    elif action.name == "go_back":
-        if await page.go_back(wait_until="load", timeout=timeout_s * 1000) is None:
-            return "no previous page"
-    elif action.name == "navigate":
+    elif action.name in ("go_back", "navigate"):
         try:
-            url = resolve_url(action.args["url"])
-        except ValueError as error:
+            if action.name == "go_back":
+                if await page.go_back(wait_until="load", timeout=timeout_s * 1000) is None:
+                    return "no previous page"
+            else:
+                await page.goto(resolve_url(action.args["url"]), wait_until="load", timeout=timeout_s * 1000)
+        except ValueError as error:  # the sandbox refused the URL
             return str(error)
-        await page.goto(url, wait_until="load", timeout=timeout_s * 1000)
+        except PlaywrightError as error:  # a failed load (a blocked redirect, say) is the agent's problem...
+            if page.is_closed():  # ...a dead page is not
+                raise
+            return f"navigation failed: {str(error).splitlines()[0]}"
     else:
         raise ValueError(f"cannot execute action {action.name!r}")
     await watch.settle(page, started_before, loaded_before, timeout_s)

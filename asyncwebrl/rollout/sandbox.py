@@ -22,6 +22,8 @@ import re
 import socket
 import urllib.parse
 
+from playwright.async_api import Error as PlaywrightError
+
 ALLOWED_SCHEMES = ("http", "https")
 _IPV4_PART = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$", re.I)
 
@@ -134,9 +136,14 @@ class Sandbox:
     """Applies a UrlPolicy to one browser context and to the agent's `navigate`.
 
     In local mode the route matches only URLs off the local server, so ordinary requests
-    never make a round trip through Python; elsewhere every request is checked (real
-    sites are network-bound anyway). Playwright routes each redirect hop as a new
-    request, so redirects are re-checked."""
+    never make a round trip through Python (the local server never redirects off-site).
+    Elsewhere every request is checked, and because the browser follows a redirect
+    without routing it again, the request is fetched here hop by hop without following
+    redirects, every Location is checked, and only then is the first response handed to
+    the browser. (A server that redirects differently when the browser asks again could
+    slip one hop past this; an egress proxy would close that gap.)"""
+
+    MAX_REDIRECTS = 10
 
     def __init__(self, policy: UrlPolicy, *, to_browser_url=lambda url: url, local_origin: str = ""):
         self.policy = policy
@@ -151,20 +158,40 @@ class Sandbox:
             raise ValueError(f"navigation blocked ({reason})")
         return absolute
 
-    async def install(self, context) -> None:
-        async def guard(route):
-            request = route.request
-            navigation = request.is_navigation_request()
-            if self.policy.check(request.url, navigation=navigation):
-                await route.abort("blockedbyclient")
-            else:
-                await route.continue_()
+    async def _guard_local(self, route) -> None:
+        """Only requests off the local server get here: all are refused."""
+        self.policy.check(route.request.url, navigation=route.request.is_navigation_request())
+        await route.abort("blockedbyclient")
 
+    async def _guard(self, route) -> None:
+        request = route.request
+        navigation = request.is_navigation_request()
+        if self.policy.check(request.url, navigation=navigation):
+            await route.abort("blockedbyclient")
+            return
+        try:
+            first = hop = await route.fetch(max_redirects=0)
+            url = request.url
+            for _ in range(self.MAX_REDIRECTS):
+                location = hop.headers.get("location")
+                if hop.status not in (301, 302, 303, 307, 308) or not location:
+                    break
+                url = urllib.parse.urljoin(url, location)
+                if self.policy.check(url, navigation=navigation):
+                    await route.abort("blockedbyclient")
+                    return
+                hop = await route.fetch(url=url, method="GET", max_redirects=0)
+        except PlaywrightError:
+            await route.abort("failed")
+            return
+        await route.fulfill(response=first)
+
+    async def install(self, context) -> None:
         if self.local_origin:
             elsewhere = re.compile("^(?!" + re.escape(self.local_origin + "/") + ")")
-            await context.route(elsewhere, guard)
+            await context.route(elsewhere, self._guard_local)
         else:
-            await context.route("**/*", guard)
+            await context.route("**/*", self._guard)
         await context.add_init_script(SAME_PAGE_JS)
         context.on("page", self._close_extra_page)
 

@@ -1,0 +1,242 @@
+"""The browser pool against hostile conditions: killed browsers, frozen pages, sandbox
+escapes, and hundreds of episodes without leaks. Real Chromium; a small server of
+hostile pages on 127.0.0.1 stands in for the open web."""
+
+import asyncio
+import http.server
+import os
+import signal
+import threading
+import urllib.parse
+
+import pytest
+
+from asyncwebrl.records import Task
+from asyncwebrl.rollout.environment import LocalEnvironment
+from asyncwebrl.rollout.episode import EpisodeSettings, EpisodeSite
+from asyncwebrl.rollout.policies import Reply
+from asyncwebrl.rollout.pool import BrowserPool
+from asyncwebrl.rollout.response import format_response
+from asyncwebrl.rollout.sandbox import Sandbox, UrlPolicy
+from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.web.evaluator import Judgement
+from asyncwebrl.web.server import LocalWeb
+from asyncwebrl.web.tasks import generate_tasks
+
+PAGES = {
+    "/": "<h1>Start</h1><a href='/next' style='font-size:40px'>next</a>",
+    "/next": "<h1>Next</h1>",
+    "/freeze": "<button onclick='while (true) {}' style='width:400px;height:200px'>freeze</button>",
+    "/popup": ("<a href='/next' target='_blank' style='display:block;width:400px;height:100px'>tab</a>"
+               "<button onclick=\"window.open('/next')\" style='width:400px;height:100px'>open</button>"),
+    "/download-link": "<a href='/download' style='display:block;width:400px;height:100px'>get</a>",
+}
+
+
+class _Hostile(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        parts = urllib.parse.urlsplit(self.path)
+        if parts.path == "/redirect":
+            self.send_response(302)
+            self.send_header("Location", urllib.parse.parse_qs(parts.query)["to"][0])
+            self.end_headers()
+            return
+        if parts.path == "/download":
+            body = b"secret,data\n" * 100
+            self.send_response(200)
+            self.send_header("Content-Type", "text/csv")
+            self.send_header("Content-Disposition", "attachment; filename=data.csv")
+        else:
+            body = PAGES.get(parts.path, "<h1>404</h1>").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def hostile():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+class HostileEnvironment:
+    """Tasks on the hostile server, sandboxed as an external site would be, with the
+    server's host:port explicitly allowed (as `sandbox.allow_hosts` would)."""
+
+    def __init__(self, origin: str):
+        self.origin = origin
+        self.policy = UrlPolicy([origin], [urllib.parse.urlsplit(origin).netloc])
+
+    def episode_site(self, task: Task, episode_id: str) -> EpisodeSite:
+        return EpisodeSite(start_url=task.website, sandbox=Sandbox(self.policy))
+
+    async def judge(self, task, answer, episode_id):
+        return Judgement(1.0 if answer == "ok" else 0.0, [answer == "ok"])
+
+    def finish(self, episode_id):
+        pass
+
+
+class Script:
+    """A policy that plays fixed tool-call arguments, then answers "ok". A callable in the
+    list is run (with the step's observation) instead of acting, e.g. to kill the browser."""
+
+    def __init__(self, moves):
+        self.moves = moves
+
+    def begin(self, task, *, interaction, episode_id):
+        moves = iter(self.moves)
+
+        class Agent:
+            async def act(self, observation):
+                move = next(moves, {"action": "answer", "text": "ok"})
+                if callable(move):
+                    move(observation)
+                    move = {"action": "wait", "time": 0.5}
+                return Reply(format_response({}, {}, "x", "Scripted.", move))
+
+        return Agent()
+
+
+def task_at(url: str) -> Task:
+    return Task(task_id="hostile", task_name="survive", website=url, difficulty=1)
+
+
+def run_pool(origin, jobs, settings=None, **pool_options):
+    """Runs (path, policy) jobs on one pool; returns trajectories, pool and environment."""
+    environment = HostileEnvironment(origin)
+    store = ScreenshotStore()
+    settings = settings or EpisodeSettings(timeout_s=5, step_deadline_s=5)
+
+    async def scenario():
+        async with BrowserPool(environment, store=store, settings=settings, **pool_options) as pool:
+            results = []
+            for path, policy in jobs:
+                trajectory = await pool.run(task_at(origin + path), policy)
+                store.free(trajectory.screenshot_keys())
+                results.append(trajectory)
+            return results, pool
+
+    trajectories, pool = asyncio.run(scenario())
+    return trajectories, pool, environment, store
+
+
+def _our_browser_pids() -> list[int]:
+    """Chromium browser processes started by this test process (through Playwright's driver)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{parent}/stat") as f:
+                grandparent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if b"--remote-debugging-pipe" in command and not any(a.startswith(b"--type=") for a in command) \
+                and grandparent == os.getpid():
+            pids.append(int(entry))
+    return pids
+
+
+def test_a_killed_browser_is_replaced_and_the_pool_goes_on(hostile):
+    def kill_browser(observation):
+        pids = _our_browser_pids()
+        assert len(pids) == 1
+        os.kill(pids[0], signal.SIGKILL)
+
+    click = {"action": "left_click", "coordinate": [100, 60]}
+    jobs = [("/", Script([click]))] + [("/", Script([kill_browser, click]))] + [("/", Script([click]))] * 3
+    trajectories, pool, _, store = run_pool(hostile, jobs, pages_per_browser=1)
+    assert [t.outcome for t in trajectories] == ["answered", "crashed", "answered", "answered", "answered"]
+    assert trajectories[1].reward is None  # crashed is never scored
+    assert all(t.reward == 1.0 for i, t in enumerate(trajectories) if i != 1)
+    assert pool.stats.crashed == 1 and pool.stats.launches == 2
+    assert store.stats.entries == 0
+
+
+def test_a_frozen_page_is_abandoned_at_the_step_deadline(hostile):
+    settings = EpisodeSettings(timeout_s=2, step_deadline_s=3)
+    freeze = {"action": "left_click", "coordinate": [100, 50]}
+    jobs = [("/freeze", Script([freeze])), ("/", Script([]))]
+    trajectories, pool, _, store = run_pool(hostile, jobs, settings=settings, pages_per_browser=1)
+    frozen, after = trajectories
+    assert frozen.outcome == "crashed" and ("StepHang" in frozen.error or "Timeout" in frozen.error), frozen.error
+    assert after.outcome == "answered" and after.reward == 1.0
+    assert store.stats.entries == 0
+
+
+def test_sandbox_blocks_escapes_while_the_site_works(hostile):
+    moves = [
+        {"action": "navigate", "url": "file:///etc/passwd"},
+        {"action": "navigate", "url": "chrome://settings"},
+        {"action": "navigate", "url": "javascript:alert(1)"},
+        {"action": "navigate", "url": "data:text/html,<h1>x</h1>"},
+        {"action": "navigate", "url": "http://2130706433:65000/"},  # 127.0.0.1 written as a decimal
+        {"action": "navigate", "url": "http://0x7f.1:65000/"},  # 127.0.0.1, hex and short
+        {"action": "navigate", "url": "http://public-site.example/"},  # not the task's site
+        {"action": "navigate", "url": hostile + "/redirect?to=http://127.0.0.1:65000/"},  # a redirect to a blocked host
+        {"action": "navigate", "url": hostile + "/next"},  # the site itself still works
+    ]
+    trajectories, _, environment, _ = run_pool(hostile, [("/", Script(moves))])
+    steps = trajectories[0].steps
+    errors = [s.action_error for s in steps]
+    assert all("blocked" in e for e in errors[:7]), errors
+    assert "ERR_BLOCKED_BY_CLIENT" in errors[7] and errors[8] == "", errors  # the redirect hop was aborted
+    assert steps[-1].url == hostile + "/next"  # after the final navigation, the page is the site's
+    blocked = environment.policy.blocked
+    assert blocked["scheme"] == 4 and blocked["internal"] >= 3 and blocked["offsite"] == 1
+
+
+def test_downloads_and_popups_stay_contained(hostile, tmp_path):
+    click_download = {"action": "left_click", "coordinate": [100, 30]}
+    click_tab, click_open = {"action": "left_click", "coordinate": [100, 40]}, {"action": "left_click", "coordinate": [100, 180]}
+    trajectories, pool, environment, _ = run_pool(
+        hostile, [("/download-link", Script([click_download])), ("/popup", Script([click_tab])),
+                  ("/popup", Script([click_open]))])
+    download, tab, window_open = trajectories
+    assert download.outcome == "answered", download.error
+    assert environment.policy.blocked["download"] == 1
+    # target=_blank and window.open navigate the episode's own page instead of a new one.
+    assert tab.steps[-1].url.endswith("/next") and window_open.steps[-1].url.endswith("/next")
+    assert pool.open_contexts() == 0
+
+
+def test_hundreds_of_episodes_leave_no_contexts_or_screenshots_behind():
+    store = ScreenshotStore()
+    policy = Script([{"action": "left_click", "coordinate": [30, 100]}])
+    episodes = 200
+
+    async def scenario(web):
+        task = generate_tasks("test", 1)[0]
+        async with BrowserPool(LocalEnvironment(web), store=store, settings=EpisodeSettings(timeout_s=10),
+                               pages_per_browser=4, recycle_after=60) as pool:
+            baseline = pool.open_contexts()
+
+            async def one():
+                trajectory = await pool.run(task, policy)
+                assert trajectory.outcome == "answered", trajectory.error
+                store.free(trajectory.screenshot_keys())
+
+            await asyncio.gather(*(one() for _ in range(episodes)))
+            return baseline, pool.open_contexts(), pool
+
+    with LocalWeb() as web:
+        baseline, after, pool = asyncio.run(scenario(web))
+        assert not web._sessions  # every episode's server state was dropped
+    assert baseline == after == 0
+    assert pool.stats.episodes == episodes and pool.stats.retired >= 3  # recycled every 60 episodes
+    assert store.stats.entries == 0 and store.stats.bytes_held == 0 and store.keys() == []
+    assert store.stats.puts == 2 * episodes and store.stats.deletes == store.stats.puts - store.stats.hits
+    assert store.stats.hits > 0  # concurrent episodes on the same page shared a screenshot
