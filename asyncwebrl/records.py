@@ -71,6 +71,7 @@ class Step:
     response: str  # the raw text the policy wrote
     action: dict  # the parsed action (name, arguments) as executed
     action_error: str = ""  # why the response became a no-op, or why execution failed
+    title: str = ""  # of the page the step was taken on
     screenshot_key: str = ""
     screenshot_changed: bool = True
     prompt_ids: list[int] = dataclasses.field(default_factory=list)

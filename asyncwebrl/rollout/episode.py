@@ -98,7 +98,7 @@ async def run_episode(browser, task: Task, agent: Agent, *, site: EpisodeSite, s
                     page, action, observation, watch=watch, resolve_url=site.sandbox.resolve,
                     timeout_s=settings.timeout_s))
             steps.append(Step(
-                index=index, url=observation.url, response=reply.text, action=action.as_dict(),
+                index=index, url=observation.url, title=observation.title, response=reply.text, action=action.as_dict(),
                 action_error=last_error, screenshot_key=observation.screenshot_key,
                 prompt_ids=reply.prompt_ids, image_keys=reply.image_keys, response_ids=reply.response_ids,
                 behave_logprobs=reply.logprobs, versions=reply.versions,

@@ -1,0 +1,115 @@
+"""PromptBuilder: the agent's prompt as Qwen3-VL chat messages (SPEC.md §3).
+
+    system     how to answer: tool, actions, the memory-additive (or compressive) format
+    user       the task and start URL; one-line summaries of steps older than the window;
+               then, for each of the last H steps, its screenshot ...
+    assistant  ... and the raw response written then
+    user       the current screenshot, URL and title (and the element list in
+               set-of-marks mode, and the last action's error, if any)
+
+Images appear as {"type": "image", "image": <screenshot key>}: the prompt carries keys,
+never pixels; the tokenizer/processor (model issue) fetches them from the store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from asyncwebrl.records import Step, Task
+from asyncwebrl.rollout.page import Observation
+from asyncwebrl.rollout.response import GRID, INTERACTIONS, TOOL_NAME, parse_response
+
+MEMORY_MODES = ("additive", "compressive")
+
+_TARGET = {
+    "coordinates": f'"coordinate": [x, y] on a 0..{GRID} grid over the screenshot (0,0 top left, {GRID},{GRID} bottom right)',
+    "set_of_marks": '"element_id": the number of a marked element (boxes drawn on the screenshot, listed under Elements)',
+}
+
+_MEMORY_RULE = {
+    "additive": ("Memory: a JSON object of facts worth remembering for this task, including what you see now. "
+                 "Copy every key of your previous Memory unchanged and add new keys; never remove or change a key."),
+    "compressive": ("Memory: a JSON object of the facts still needed for this task, including what you see now. "
+                    "Rewrite it every step: keep only what matters, merge or drop the rest."),
+}
+
+
+def system_prompt(interaction: str, memory: str) -> str:
+    target = _TARGET[interaction]
+    return "\n".join([
+        "You are a web agent. You see a screenshot of a browser page and act on it, one action per step, "
+        "until you can answer the task.",
+        "",
+        f"Tool: {TOOL_NAME}. Its arguments name an action:",
+        f'- {{"action": "left_click", {target}}}',
+        f'- {{"action": "type", {target.split(":")[0]}: ..., "text": "..."}}: click, clear the field, type, press Enter',
+        '- {"action": "scroll", "direction": "up" | "down"}',
+        '- {"action": "wait", "time": seconds}',
+        '- {"action": "go_back"}',
+        '- {"action": "navigate", "url": "..."}',
+        '- {"action": "answer", "text": "..."}: ends the task; give exactly the facts asked for, nothing else',
+        "",
+        "Respond in exactly this order:",
+        _MEMORY_RULE[memory],
+        'Progress: a JSON object splitting the task into subtasks, each "finished" or "not finished".',
+        "Intention: the key of the subtask this step works on.",
+        "Action: one short sentence describing the action.",
+        f'<tool_call>\n{{"name": "{TOOL_NAME}", "arguments": {{...}}}}\n</tool_call>',
+    ])
+
+
+@dataclasses.dataclass
+class Prompt:
+    messages: list[dict]  # [{"role": ..., "content": str | [{"type": "text"|"image", ...}]}]
+    image_keys: list[str]  # screenshot keys in order of appearance
+
+
+def step_summary(step: Step) -> str:
+    """"Step i on [title]: <action sentence> -> page changed | page unchanged (error: ...)"."""
+    sentence = parse_response(step.response).action_text or f"({step.action.get('name', 'no action')})"
+    outcome = "page changed" if step.screenshot_changed else "page unchanged"
+    error = f" (error: {step.action_error})" if step.action_error else ""
+    return f"Step {step.index + 1} on [{step.title or step.url}]: {sentence} -> {outcome}{error}"
+
+
+class PromptBuilder:
+    def __init__(self, interaction: str, *, history: int = 1, memory: str = "additive"):
+        if interaction not in INTERACTIONS:
+            raise ValueError(f"interaction must be one of {INTERACTIONS}, got {interaction!r}")
+        if memory not in MEMORY_MODES:
+            raise ValueError(f"memory must be one of {MEMORY_MODES}, got {memory!r}")
+        if history < 0:
+            raise ValueError("history must be >= 0")
+        self.interaction, self.history, self.memory = interaction, history, memory
+        self.system = system_prompt(interaction, memory)
+
+    def _state(self, observation: Observation) -> str:
+        lines = [f"Step {observation.step + 1}. URL: {observation.url}", f"Title: {observation.title}"]
+        if self.interaction == "set_of_marks":
+            lines += ["Elements:", observation.element_list() or "(none on screen)"]
+        if observation.last_error:
+            lines.append(f"The last action did not work: {observation.last_error}")
+        return "\n".join(lines)
+
+    def build(self, task: Task, steps: list[Step], observation: Observation) -> Prompt:
+        """The prompt for the next step, given the steps taken so far in this episode."""
+        window = steps[len(steps) - self.history:] if self.history else []
+        older = steps[: len(steps) - len(window)]
+        intro = f"Task: {task.task_name}\nStart URL: {task.website}"
+        if older:
+            intro += "\nEarlier steps:\n" + "\n".join(step_summary(s) for s in older)
+        messages: list[dict] = [{"role": "system", "content": self.system}]
+        image_keys: list[str] = []
+        pending_text = [intro]  # goes at the head of the next user message
+        for step in window:
+            content = [{"type": "text", "text": t} for t in pending_text]
+            content += [{"type": "image", "image": step.screenshot_key},
+                        {"type": "text", "text": f"Step {step.index + 1}. URL: {step.url}\nTitle: {step.title}"}]
+            messages += [{"role": "user", "content": content}, {"role": "assistant", "content": step.response}]
+            image_keys.append(step.screenshot_key)
+            pending_text = []
+        content = [{"type": "text", "text": t} for t in pending_text]
+        content += [{"type": "image", "image": observation.screenshot_key}, {"type": "text", "text": self._state(observation)}]
+        messages.append({"role": "user", "content": content})
+        image_keys.append(observation.screenshot_key)
+        return Prompt(messages, image_keys)
