@@ -57,6 +57,7 @@ def episode_settings(config, phase: str) -> EpisodeSettings:
         phase=phase,
         viewport=(config.agent.viewport_width, config.agent.viewport_height),
         timeout_s=config.browser.timeout_s,
+        step_deadline_s=config.browser.step_deadline_s,
     )
 
 
@@ -64,7 +65,7 @@ def run_episodes(config, tasks, web: LocalWeb, phase: str) -> tuple[list[Traject
     return asyncio.run(run_tasks(
         tasks, make_policy(config, web), web, episode_settings(config, phase),
         concurrency=config.eval.concurrency, pages_per_browser=config.browser.pages_per_browser,
-        executable_path=config.browser.executable_path,
+        recycle_after=config.browser.recycle_after, executable_path=config.browser.executable_path,
     ))
 
 

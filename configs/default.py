@@ -27,7 +27,9 @@ def get_config() -> config_dict.ConfigDict:
     config.browser = config_dict.ConfigDict()
     config.browser.executable_path = ""  # "" = find one (see asyncwebrl/rollout/browser.py)
     config.browser.pages_per_browser = 4  # about 4 saturate 2 cores (MACHINE_NOTES.md)
-    config.browser.timeout_s = 15.0
+    config.browser.timeout_s = 15.0  # one browser operation
+    config.browser.step_deadline_s = 30.0  # a whole step; a page stuck longer is abandoned (crashed)
+    config.browser.recycle_after = 200  # episodes per browser before it is replaced
 
     config.eval = config_dict.ConfigDict()
     config.eval.split = "test"  # train | test

@@ -45,6 +45,7 @@ class _Worker:
         self.in_flight = 0
         self.episodes = 0  # on the current browser
         self.retiring: list = []  # old browsers still running episodes
+        self.replacing = asyncio.Lock()  # one replacement at a time
 
 
 class BrowserPool:
@@ -72,8 +73,12 @@ class BrowserPool:
     async def __aenter__(self) -> "BrowserPool":
         self._playwright_manager = async_playwright()
         self._playwright = await self._playwright_manager.__aenter__()
-        for worker in self.workers:  # warm up every worker before the first episode
-            await self._replace(worker)
+        try:
+            for worker in self.workers:  # warm up every worker before the first episode
+                await self._replace(worker)
+        except BaseException as error:
+            await self.__aexit__(type(error), error, error.__traceback__)
+            raise
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -94,16 +99,24 @@ class BrowserPool:
         except (PlaywrightError, asyncio.TimeoutError) as error:
             logging.warning("browser did not close cleanly: %s", error)
 
-    async def _replace(self, worker: _Worker) -> None:
-        """Give the worker a fresh browser; the old one closes when its episodes end."""
-        old = worker.browser
-        worker.browser, worker.episodes = await self._launch(), 0
-        if old is not None:
-            self.stats.retired += 1
-            if worker.in_flight and old.is_connected():
-                worker.retiring.append(old)
-            else:
-                await self._close(old)
+    def _needs_new_browser(self, worker: _Worker) -> bool:
+        return worker.browser is None or not worker.browser.is_connected() or worker.episodes >= self.recycle_after
+
+    async def _replace(self, worker: _Worker, *, unless=None) -> None:
+        """Give the worker a fresh browser; the old one closes when its episodes end.
+        `unless(worker)` is checked under the lock: another episode may have replaced
+        the browser while this one waited."""
+        async with worker.replacing:
+            if unless is not None and unless(worker):
+                return
+            old = worker.browser
+            worker.browser, worker.episodes = await self._launch(), 0
+            if old is not None:
+                self.stats.retired += 1
+                if worker.in_flight > 1 and old.is_connected():  # others still run on it
+                    worker.retiring.append(old)
+                else:
+                    await self._close(old)
 
     async def _acquire(self) -> tuple[_Worker, object]:
         async with self._free:
@@ -115,8 +128,8 @@ class BrowserPool:
                     break
                 await self._free.wait()
         try:
-            if worker.browser is None or not worker.browser.is_connected() or worker.episodes >= self.recycle_after:
-                await self._replace(worker)
+            if self._needs_new_browser(worker):
+                await self._replace(worker, unless=lambda w: not self._needs_new_browser(w))
         except BaseException:
             await self._release(worker, None)
             raise
@@ -143,8 +156,8 @@ class BrowserPool:
                                            episode_id=episode_id, group_id=group_id)
             if trajectory.outcome == "crashed" or trajectory.error:
                 self.stats.crashed += trajectory.outcome == "crashed"
-                if worker.browser is browser:  # don't trust it with another episode
-                    await self._replace(worker)
+                # Don't trust this browser with another episode (unless already replaced).
+                await self._replace(worker, unless=lambda w: w.browser is not browser)
             else:
                 judgement = await self.environment.judge(task, trajectory.answer, episode_id)
                 trajectory.reward, trajectory.fact_results, trajectory.judge_note = (

@@ -25,8 +25,8 @@ from asyncwebrl.web.server import LocalWeb
 
 
 async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: EpisodeSettings, *,
-                    concurrency: int = 4, pages_per_browser: int = 4, executable_path: str = "",
-                    progress=sys.stderr) -> tuple[list[Trajectory], float]:
+                    concurrency: int = 4, pages_per_browser: int = 4, recycle_after: int = 200,
+                    executable_path: str = "", progress=sys.stderr) -> tuple[list[Trajectory], float]:
     """One episode per task on the browser pool; returns the trajectories (in task order)
     and wall seconds. Screenshots are freed as soon as an episode is judged."""
     started = time.perf_counter()
@@ -36,7 +36,7 @@ async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: 
     results: list[Trajectory | None] = [None] * len(tasks)
     pool = BrowserPool(LocalEnvironment(web), store=store, settings=settings,
                        workers=-(-concurrency // pages_per_browser), pages_per_browser=min(concurrency, pages_per_browser),
-                       executable_path=executable_path)
+                       recycle_after=recycle_after, executable_path=executable_path)
 
     async def run_one(index: int, task: Task) -> None:
         nonlocal done
