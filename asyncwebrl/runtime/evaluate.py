@@ -34,7 +34,8 @@ async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: 
     interactive = bool(progress) and progress.isatty()  # a live line on a terminal, every 10% in logs
     store = ScreenshotStore()
     results: list[Trajectory | None] = [None] * len(tasks)
-    pool = BrowserPool(LocalEnvironment(web), store=store, settings=settings,
+    environment = LocalEnvironment(web)
+    pool = BrowserPool(environment, store=store, settings=settings,
                        workers=-(-concurrency // pages_per_browser), pages_per_browser=min(concurrency, pages_per_browser),
                        recycle_after=recycle_after, executable_path=executable_path)
 
@@ -53,6 +54,7 @@ async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: 
         await asyncio.gather(*(run_one(i, task) for i, task in enumerate(tasks)))
     if interactive:
         print(file=progress)
+    logging.info("pool: %s; sandbox blocks: %s", pool.stats, dict(environment.policy.blocked))
     if store.stats.entries:
         logging.warning("screenshot store still holds %d entries after evaluation", store.stats.entries)
     return [t for t in results if t is not None], time.perf_counter() - started

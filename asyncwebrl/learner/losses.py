@@ -1,0 +1,89 @@
+"""GRPO losses and advantages (SPEC.md §5): pure functions over arrays.
+
+Advantages are computed per episode on the host (small arrays, numpy); the policy loss
+runs inside the jitted train step (jax.numpy) and returns (loss, metrics).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+NORMALIZERS = ("traj", "const")
+
+
+def group_advantages(rewards, group_ids, eps: float = 1e-5) -> np.ndarray:
+    """A_i = (r_i - mean_g r) / (std_g r + eps), std with the n-1 denominator.
+
+    rewards, group_ids: [episodes]. A group of one episode (no spread to measure) and a
+    group whose rewards are all equal get advantage 0."""
+    rewards = np.asarray(rewards, np.float64)
+    _, group = np.unique(np.asarray(group_ids), return_inverse=True)
+    count = np.bincount(group).astype(np.float64)
+    mean = np.bincount(group, rewards) / count
+    centred = rewards - mean[group]
+    variance = np.bincount(group, centred**2) / np.maximum(count - 1, 1)
+    advantages = centred / (np.sqrt(variance)[group] + eps)
+    return np.where(count[group] > 1, advantages, 0.0).astype(np.float32)
+
+
+def step_advantages(advantages, num_steps, normalizer: str, k: float = 10.0) -> np.ndarray:
+    """The advantage every response token of every step of an episode gets.
+
+    "traj": A_i / T_i (the per-trajectory 1/|tau_i| baseline); "const": A_i / k (the
+    paper's constant normaliser, k = 10 = the easy step limit)."""
+    advantages = np.asarray(advantages, np.float32)
+    if normalizer == "traj":
+        return advantages / np.maximum(np.asarray(num_steps, np.float32), 1.0)
+    if normalizer == "const":
+        return advantages / np.float32(k)
+    raise ValueError(f"normalizer must be one of {NORMALIZERS}, got {normalizer!r}")
+
+
+def raft_advantages(rewards, num_steps) -> np.ndarray:
+    """RAFT++: 1/T_i for successful episodes (reward > 0), 0 otherwise; no group statistics."""
+    rewards = np.asarray(rewards, np.float32)
+    steps = np.maximum(np.asarray(num_steps, np.float32), 1.0)
+    return np.where(rewards > 0, 1.0 / steps, 0.0).astype(np.float32)
+
+
+def policy_loss(logp, prox_logp, behave_logp, advantages, mask, *, eps: float = 0.2, eps_high: float = 0.2,
+                dual_clip: float = 3.0, behave_cap: float = 5.0, decoupled: bool = True):
+    """Decoupled-IS PPO loss, token mean over `mask`. All arrays [rows, tokens].
+
+    rho = exp(logp - prox_logp) is clipped to [1 - eps, 1 + eps_high]; the staleness weight
+    w = exp(prox_logp - behave_logp) is detached and not clipped, but tokens with
+    w > behave_cap contribute 0 (they stay in the denominator). For negative advantages
+    the loss is capped at dual_clip * |a|. decoupled=False is the coupled baseline:
+    prox_logp := behave_logp, so w = 1 and the clip is on pi_theta / pi_behave.
+    Log-ratios are taken in float32."""
+    logp, prox_logp, behave_logp, advantages, mask = (
+        jnp.asarray(x, jnp.float32) for x in (logp, prox_logp, behave_logp, advantages, mask))
+    if not decoupled:
+        prox_logp = behave_logp
+    ratio = jnp.exp(logp - prox_logp)
+    weight = jax.lax.stop_gradient(jnp.exp(prox_logp - behave_logp))
+    unclipped = -advantages * ratio
+    clipped = -advantages * jnp.clip(ratio, 1.0 - eps, 1.0 + eps_high)
+    per_token = jnp.maximum(unclipped, clipped)
+    dual_capped = (advantages < 0) & (per_token > dual_clip * jnp.abs(advantages))
+    per_token = jnp.where(dual_capped, dual_clip * jnp.abs(advantages), per_token)
+    over_cap = weight > behave_cap
+    contribution = jnp.where(over_cap, 0.0, weight * per_token) * mask
+    tokens = jnp.maximum(mask.sum(), 1.0)
+    loss = contribution.sum() / tokens
+
+    def masked_mean(x):
+        return (x * mask).sum() / tokens
+
+    log_ratio = prox_logp - logp  # k3 estimate of KL(pi_theta || pi_prox) on the sampled tokens
+    metrics = {
+        "clip_ratio": masked_mean((clipped > unclipped).astype(jnp.float32)),
+        "dual_clip_ratio": masked_mean(dual_capped.astype(jnp.float32)),
+        "behave_cap_ratio": masked_mean(over_cap.astype(jnp.float32)),
+        "importance_weight_mean": masked_mean(weight),
+        "approx_kl": masked_mean(jnp.exp(log_ratio) - 1.0 - log_ratio),
+        "tokens": mask.sum(),
+    }
+    return loss, metrics
