@@ -128,24 +128,26 @@ async def soak(web, episodes: int) -> dict:
             await asyncio.gather(*(one() for _ in range(100)))
             samples.append({"episodes": (block + 1) * 100, "python_rss_mib": rss_mib([os.getpid()]),
                             "children_rss_mib": rss_mib(descendants(os.getpid())), "open_contexts": pool.open_contexts(),
-                            "store_entries": store.stats.entries})
+                            "live_browsers": pool.live_browsers(), "store_entries": store.stats.entries})
+            print(json.dumps(samples[-1]), file=sys.stderr)
         return {"episodes": episodes, "wall_s": round(time.perf_counter() - started, 1), "launches": pool.stats.launches,
-                "crashed": pool.stats.crashed, "samples": samples}
+                "crashed": pool.stats.crashed, "retired": pool.stats.retired, "samples": samples}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=24)
     parser.add_argument("--soak", type=int, default=0, help="episodes for the soak run (multiple of 100; 0 = skip)")
+    parser.add_argument("--soak-only", action="store_true", help="skip the scaling and relaunch runs")
     args = parser.parse_args()
     tasks = select_balanced(generate_tasks("test", 6), args.tasks, seed=0)
     report = {"machine": f"{platform.node()} {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d"),
               "tasks": len(tasks), "scaling": [], "everlasting_vs_relaunch": []}
     with LocalWeb() as web:
-        for count in (1, 2, 4, 8):
+        for count in () if args.soak_only else (1, 2, 4, 8):
             report["scaling"].append(asyncio.run(run(web, tasks, workers=-(-count // 4), pages=min(count, 4))))
             print(json.dumps(report["scaling"][-1]), file=sys.stderr)
-        for count in (1, 4):  # one page per browser, so "relaunch" means a fresh browser per episode
+        for count in () if args.soak_only else (1, 4):  # one page per browser: "relaunch" = a fresh browser per episode
             everlasting = asyncio.run(run(web, tasks, workers=count, pages=1))
             relaunch = asyncio.run(run(web, tasks, workers=count, pages=1, relaunch=True))
             report["everlasting_vs_relaunch"].append({

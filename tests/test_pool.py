@@ -230,13 +230,15 @@ def test_hundreds_of_episodes_leave_no_contexts_or_screenshots_behind():
                 store.free(trajectory.screenshot_keys())
 
             await asyncio.gather(*(one() for _ in range(episodes)))
+            assert pool.live_browsers() == 1  # retired browsers were closed, none launched twice
             return baseline, pool.open_contexts(), pool
 
     with LocalWeb() as web:
         baseline, after, pool = asyncio.run(scenario(web))
         assert not web._sessions  # every episode's server state was dropped
     assert baseline == after == 0
-    assert pool.stats.episodes == episodes and pool.stats.retired >= 3  # recycled every 60 episodes
+    assert pool.stats.episodes == episodes
+    assert pool.stats.launches == 4 and pool.stats.retired == 3  # a new browser every 60 episodes
     assert store.stats.entries == 0 and store.stats.bytes_held == 0 and store.keys() == []
     assert store.stats.puts == 2 * episodes and store.stats.deletes == store.stats.puts - store.stats.hits
     assert store.stats.hits > 0  # concurrent episodes on the same page shared a screenshot

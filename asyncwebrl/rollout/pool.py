@@ -42,7 +42,8 @@ class _Worker:
     def __init__(self, index: int):
         self.index = index
         self.browser = None
-        self.in_flight = 0
+        self.in_flight = 0  # episodes holding a page slot of this worker
+        self.running: dict = {}  # browser -> episodes running on it
         self.episodes = 0  # on the current browser
         self.retiring: list = []  # old browsers still running episodes
         self.replacing = asyncio.Lock()  # one replacement at a time
@@ -113,9 +114,10 @@ class BrowserPool:
             worker.browser, worker.episodes = await self._launch(), 0
             if old is not None:
                 self.stats.retired += 1
-                if worker.in_flight > 1 and old.is_connected():  # others still run on it
+                if worker.running.get(old):  # episodes still run (or are ending) on it
                     worker.retiring.append(old)
                 else:
+                    worker.running.pop(old, None)
                     await self._close(old)
 
     async def _acquire(self) -> tuple[_Worker, object]:
@@ -134,15 +136,19 @@ class BrowserPool:
             await self._release(worker, None)
             raise
         worker.episodes += 1
+        worker.running[worker.browser] = worker.running.get(worker.browser, 0) + 1
         return worker, worker.browser
 
     async def _release(self, worker: _Worker, browser) -> None:
         async with self._free:
             worker.in_flight -= 1
             self._free.notify()
-        if browser is not None and browser in worker.retiring and not any(
-                ctx.pages for ctx in browser.contexts):
+        if browser is None:
+            return
+        worker.running[browser] -= 1
+        if browser in worker.retiring and not worker.running[browser]:  # its last episode ended
             worker.retiring.remove(browser)
+            del worker.running[browser]
             await self._close(browser)
 
     async def run(self, task: Task, policy: Policy, *, episode_id: str = "", group_id: str = "") -> Trajectory:
@@ -167,6 +173,10 @@ class BrowserPool:
         finally:
             self.environment.finish(episode_id)
             await self._release(worker, browser)
+
+    def live_browsers(self) -> int:
+        """Connected browsers, current and retiring (for leak checks)."""
+        return sum(1 for w in self.workers for b in [w.browser, *w.retiring] if b is not None and b.is_connected())
 
     def open_contexts(self) -> int:
         """Browser contexts open across all workers (for leak checks)."""
