@@ -129,30 +129,36 @@ def run_pool(origin, jobs, settings=None, **pool_options):
     return trajectories, pool, environment, store
 
 
-def _our_browser_pids() -> list[int]:
-    """Chromium browser processes started by this test process (through Playwright's driver)."""
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _our_chromium_pids(kind: bytes = b"") -> list[int]:
+    """Chromium processes under this test process (through Playwright's driver): the
+    browser itself for kind b"", else those started with --type=<kind> (b"renderer")."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
-                command = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat") as f:
-                parent = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{parent}/stat") as f:
-                grandparent = int(f.read().rsplit(")", 1)[1].split()[1])
+                command = f.read().replace(b"\0", b" ").split()  # zygote children rewrite argv as one string
+            ancestors = [int(entry)]
+            while ancestors[-1] > 1 and len(ancestors) < 8:
+                ancestors.append(_parent(ancestors[-1]))
         except (OSError, IndexError, ValueError):
             continue
-        if b"--remote-debugging-pipe" in command and not any(a.startswith(b"--type=") for a in command) \
-                and grandparent == os.getpid():
+        types = [a[len(b"--type="):] for a in command if a.startswith(b"--type=")]
+        mine = os.getpid() in ancestors and bool(command) and b"chrom" in command[0]
+        if mine and ((not kind and not types and b"--remote-debugging-pipe" in command) or (kind and kind in types)):
             pids.append(int(entry))
     return pids
 
 
 def test_a_killed_browser_is_replaced_and_the_pool_goes_on(hostile):
     def kill_browser(observation):
-        pids = _our_browser_pids()
+        pids = _our_chromium_pids()
         assert len(pids) == 1
         os.kill(pids[0], signal.SIGKILL)
 
@@ -164,6 +170,20 @@ def test_a_killed_browser_is_replaced_and_the_pool_goes_on(hostile):
     assert all(t.reward == 1.0 for i, t in enumerate(trajectories) if i != 1)
     assert pool.stats.crashed == 1 and pool.stats.launches == 2
     assert store.stats.entries == 0
+
+
+def test_a_crashed_page_ends_its_episode_and_the_next_one_runs(hostile):
+    def kill_renderers(observation):
+        pids = _our_chromium_pids(b"renderer")
+        assert pids
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+
+    click = {"action": "left_click", "coordinate": [100, 60]}
+    jobs = [("/", Script([kill_renderers, click])), ("/", Script([click]))]
+    trajectories, pool, _, store = run_pool(hostile, jobs, pages_per_browser=1)
+    assert [t.outcome for t in trajectories] == ["crashed", "answered"], [t.error for t in trajectories]
+    assert trajectories[1].reward == 1.0 and store.stats.entries == 0
 
 
 def test_a_frozen_page_is_abandoned_at_the_step_deadline(hostile):
