@@ -19,7 +19,6 @@ from asyncwebrl.web.sites.directory import DirectorySite
 
 VARIANTS = (1, 2, 3)
 SEEDS = (0, 1, 2, 3, 4, 5)
-MOVE_BUDGET = {"easy": 7, "medium": 14, "hard": 21}  # 70% of the training step limits 10/20/30
 
 
 def sample_paths(site: DirectorySite) -> list[str]:
@@ -81,17 +80,14 @@ def test_variants_serve_pages_over_http():
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_drafts_mix_budgets_and_memory_keys(variant):
+def test_drafts_end_in_one_answer_and_use_specific_memory_keys(variant):
+    """(Level mix and step budgets are checked for every kind in test_tasks.py.)"""
     for seed in SEEDS:
         site = DirectorySite(variant, seed)
         drafts = site.draft_tasks(random.Random(seed))
         assert 16 <= len(drafts) <= 20
-        levels = [d.level for d in drafts]
-        assert all(levels.count(name) >= 4 for name in MOVE_BUDGET), levels
         entity_keys = {p.key for p in site.people} | {d.key for d in site.departments} | {site.org_key}
         for draft in drafts:
-            moves = [m for m in draft.plan if m["op"] != "note"]
-            assert len(moves) <= MOVE_BUDGET[draft.level], (draft.instruction, len(moves))
             assert draft.plan[-1]["op"] == "answer" and sum(m["op"] == "answer" for m in draft.plan) == 1
             for move in draft.plan:
                 if move["op"] == "note":
