@@ -36,9 +36,9 @@ PAGES = {
 class _Hostile(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802
         parts = urllib.parse.urlsplit(self.path)
-        if parts.path == "/redirect":
+        if parts.path in ("/redirect", "/spin"):  # /spin redirects to itself forever
             self.send_response(302)
-            self.send_header("Location", urllib.parse.parse_qs(parts.query)["to"][0])
+            self.send_header("Location", urllib.parse.parse_qs(parts.query)["to"][0] if parts.path == "/redirect" else "/spin")
             self.end_headers()
             return
         if parts.path == "/download":
@@ -207,16 +207,18 @@ def test_sandbox_blocks_escapes_while_the_site_works(hostile):
         {"action": "navigate", "url": "http://0x7f.1:65000/"},  # 127.0.0.1, hex and short
         {"action": "navigate", "url": "http://public-site.example/"},  # not the task's site
         {"action": "navigate", "url": hostile + "/redirect?to=http://127.0.0.1:65000/"},  # a redirect to a blocked host
+        {"action": "navigate", "url": hostile + "/spin"},  # an endless redirect chain
         {"action": "navigate", "url": hostile + "/next"},  # the site itself still works
     ]
     trajectories, _, environment, _ = run_pool(hostile, [("/", Script(moves))])
     steps = trajectories[0].steps
     errors = [s.action_error for s in steps]
     assert all("blocked" in e for e in errors[:7]), errors
-    assert "ERR_BLOCKED_BY_CLIENT" in errors[7] and errors[8] == "", errors  # the redirect hop was aborted
+    assert "ERR_BLOCKED_BY_CLIENT" in errors[7] and "ERR_BLOCKED_BY_CLIENT" in errors[8], errors
+    assert errors[9] == "", errors
     assert steps[-1].url == hostile + "/next"  # after the final navigation, the page is the site's
     blocked = environment.policy.blocked
-    assert blocked["scheme"] == 4 and blocked["internal"] >= 3 and blocked["offsite"] == 1
+    assert blocked["scheme"] == 4 and blocked["internal"] >= 3 and blocked["offsite"] == 1 and blocked["redirects"] == 1
 
 
 def test_downloads_and_popups_stay_contained(hostile, tmp_path):

@@ -183,7 +183,7 @@ class NavigationWatch:
         page.on("request", self._on_request)
         page.on("load", self._on_end)
         page.on("download", self._on_end)
-        page.on("requestfailed", lambda request: self._is_main_navigation(request) and self._on_end(request))
+        page.on("requestfailed", self._on_failed)
 
     @staticmethod
     def _is_main_navigation(request) -> bool:
@@ -192,6 +192,10 @@ class NavigationWatch:
     def _on_request(self, request) -> None:
         if self._is_main_navigation(request):
             self.started += 1
+
+    def _on_failed(self, request) -> None:
+        if self._is_main_navigation(request):
+            self._on_end(request)
 
     def _on_end(self, _event) -> None:
         self.loaded += 1

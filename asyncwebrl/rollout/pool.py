@@ -160,14 +160,14 @@ class BrowserPool:
             site = self.environment.episode_site(task, episode_id)
             trajectory = await run_episode(browser, task, agent, site=site, store=self.store, settings=self.settings,
                                            episode_id=episode_id, group_id=group_id)
+            if trajectory.outcome != "crashed":  # (a context that would not close is still judged)
+                judgement = await self.environment.judge(task, trajectory.answer, episode_id)
+                trajectory.reward, trajectory.fact_results, trajectory.judge_note = (
+                    judgement.reward, judgement.fact_results, judgement.note)
             if trajectory.outcome == "crashed" or trajectory.error:
                 self.stats.crashed += trajectory.outcome == "crashed"
                 # Don't trust this browser with another episode (unless already replaced).
                 await self._replace(worker, unless=lambda w: w.browser is not browser)
-            else:
-                judgement = await self.environment.judge(task, trajectory.answer, episode_id)
-                trajectory.reward, trajectory.fact_results, trajectory.judge_note = (
-                    judgement.reward, judgement.fact_results, judgement.note)
             self.stats.episodes += 1
             return trajectory
         finally:

@@ -103,7 +103,7 @@ class UrlPolicy:
         address = parse_ip_literal(host)
         if address is not None and is_internal(address):
             return f"internal: {host} is a {type(address).__name__} internal address"
-        if host in ("localhost",) or host.endswith(".localhost"):
+        if host == "localhost" or host.endswith(".localhost"):
             return f"internal: {host}"
         if self.strict:
             return f"offsite: {host} is not allowed"
@@ -181,6 +181,10 @@ class Sandbox:
                     await route.abort("blockedbyclient")
                     return
                 hop = await route.fetch(url=url, method="GET", max_redirects=0)
+            else:  # still redirecting: the browser would follow the rest unchecked
+                self.policy.count("redirects")
+                await route.abort("blockedbyclient")
+                return
         except PlaywrightError:
             await route.abort("failed")
             return

@@ -139,11 +139,19 @@ def state_value(session: dict[str, Any], key: str) -> Any:
     return node
 
 
+def task_checks(task: Task) -> list[dict]:
+    """The per-fact check specs of a local task, aligned with task.facts."""
+    if not task.local:
+        raise ValueError(f"task {task.task_id} is not a local task")
+    checks = task.local["checks"]
+    if len(checks) != len(task.facts):
+        raise ValueError(f"task {task.task_id}: {len(checks)} checks for {len(task.facts)} facts")
+    return checks
+
+
 def judge(task: Task, answer: str, session: dict[str, Any], vocabularies: dict[str, list[str]] | None = None) -> Judgement:
     """Score a local task. `session` is the episode's server state on the task's site;
     `vocabularies` maps a vocabulary name to all its values on the site."""
-    from asyncwebrl.web.tasks import task_checks
-
     checks = task_checks(task)
     answer = answer or ""
     typed = extract(answer)

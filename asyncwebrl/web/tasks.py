@@ -112,15 +112,3 @@ def read_jsonl(path: str) -> list[Task]:
             except (json.JSONDecodeError, TypeError) as error:
                 raise ValueError(f"{path}:{line_number}: not a task row ({error})") from error
     return tasks
-
-
-def task_checks(task: Task) -> list[dict]:
-    """The per-fact check specs of a local task, aligned with task.facts."""
-    if not task.local:
-        raise ValueError(f"task {task.task_id} is not a local task")
-    checks = task.local["checks"]
-    if len(checks) != len(task.facts):
-        raise ValueError(f"task {task.task_id}: {len(checks)} checks for {len(task.facts)} facts")
-    return checks
-
-
