@@ -1,0 +1,119 @@
+"""Building blocks shared by the vision tower and the text decoder.
+
+Every parameter carries `axes`: its logical axis names (embed, mlp, heads, kv_heads,
+head_dim, vocab, ...). asyncwebrl.parallel maps them onto a mesh per role (learner:
+FSDP x tensor; sampler: tensor only), so the model itself never names a device axis.
+
+Precision: parameters are stored in `param_dtype`; matmuls run in `dtype` (bf16 on
+accelerators); norms, softmax and rotary angles run in float32, as transformers does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+INIT_STD = 0.02  # transformers' initializer_range for Qwen3-VL
+MASKED = -1e30   # finite, so a fully masked (padding) row gives a uniform softmax, not NaN
+
+
+@dataclasses.dataclass(frozen=True)
+class Precision:
+    dtype: jnp.dtype = jnp.float32        # compute
+    param_dtype: jnp.dtype = jnp.float32  # storage
+
+
+class Einsum(nnx.Module):
+    """y = einsum(spec, x, kernel) (+ bias): a linear map with named shapes.
+
+    `spec` names every axis, e.g. 'btd,dnh->btnh'; the kernel has `shape` and logical
+    `axes`; the bias (if any) has the output's trailing kernel dimensions."""
+
+    def __init__(self, spec: str, shape, axes, *, bias: bool = False, precision: Precision, rngs: nnx.Rngs):
+        self.spec = spec
+        self.dtype = precision.dtype
+        init = jax.random.normal(rngs.params(), shape, jnp.float32) * INIT_STD
+        self.kernel = nnx.Param(init.astype(precision.param_dtype), axes=tuple(axes))
+        self.bias = nnx.data(None)  # declared as data, so a Param may take its place
+        if bias:
+            out_axes = spec.split("->")[1]
+            kernel_axes = spec.split(",")[1].split("->")[0]
+            trailing = [i for i, name in enumerate(kernel_axes) if name in out_axes]
+            self.bias = nnx.Param(jnp.zeros([shape[i] for i in trailing], precision.param_dtype),
+                                  axes=tuple(axes[i] for i in trailing))
+
+    def __call__(self, x):
+        y = jnp.einsum(self.spec, x.astype(self.dtype), self.kernel[...].astype(self.dtype))
+        if self.bias is not None:
+            y = y + self.bias[...].astype(self.dtype)
+        return y
+
+
+class RMSNorm(nnx.Module):
+    def __init__(self, size: int, axis_name: str, *, eps: float, precision: Precision):
+        self.eps = eps
+        self.dtype = precision.dtype
+        self.scale = nnx.Param(jnp.ones((size,), precision.param_dtype), axes=(axis_name,))
+
+    def __call__(self, x):
+        x32 = x.astype(jnp.float32)
+        normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+        return normed.astype(self.dtype) * self.scale[...].astype(self.dtype)
+
+
+class LayerNorm(nnx.Module):
+    def __init__(self, size: int, axis_name: str, *, eps: float = 1e-6, precision: Precision):
+        self.eps = eps
+        self.dtype = precision.dtype
+        self.scale = nnx.Param(jnp.ones((size,), precision.param_dtype), axes=(axis_name,))
+        self.bias = nnx.Param(jnp.zeros((size,), precision.param_dtype), axes=(axis_name,))
+
+    def __call__(self, x):
+        x32 = x.astype(jnp.float32)
+        mean = jnp.mean(x32, axis=-1, keepdims=True)
+        var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
+        normed = (x32 - mean) * jax.lax.rsqrt(var + self.eps)
+        return (normed * self.scale[...].astype(jnp.float32) + self.bias[...].astype(jnp.float32)).astype(self.dtype)
+
+
+def inverse_frequencies(rotary_dim: int, theta: float) -> np.ndarray:
+    """theta^(-2i/rotary_dim) for i < rotary_dim/2: the classic RoPE frequencies."""
+    return 1.0 / (theta ** (np.arange(0, rotary_dim, 2, dtype=np.float32) / rotary_dim))
+
+
+def rotate(x, angles):
+    """Apply rotary embedding in the half-split layout (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin).
+
+    x: [..., heads, head_dim]; angles: [..., head_dim / 2] (broadcast over heads). Runs in float32."""
+    cos = jnp.cos(angles)[..., None, :]
+    sin = jnp.sin(angles)[..., None, :]
+    x32 = x.astype(jnp.float32)
+    x1, x2 = jnp.split(x32, 2, axis=-1)
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
+
+
+def attention(q, k, v, allowed):
+    """Grouped-query dot-product attention.
+
+    q: [B, T, N, H]; k, v: [B, S, K, H] with N a multiple of K; allowed: [B, T, S] bool.
+    Returns [B, T, N, H]. Scores and softmax in float32."""
+    b, t, n, h = q.shape
+    groups = n // k.shape[2]
+    q = q.reshape(b, t, k.shape[2], groups, h)
+    scores = jnp.einsum("btkgh,bskh->bkgts", q, k, preferred_element_type=jnp.float32) * (h**-0.5)
+    scores = jnp.where(allowed[:, None, None, :, :], scores, MASKED)
+    weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    out = jnp.einsum("bkgts,bskh->btkgh", weights, v)
+    return out.reshape(b, t, n, h)
+
+
+def gelu_tanh(x):
+    return jax.nn.gelu(x, approximate=True)
+
+
+def gelu_exact(x):
+    return jax.nn.gelu(x, approximate=False)

@@ -1,0 +1,143 @@
+"""Qwen3-VL: vision tower + Qwen3 text decoder with DeepStack, in Flax NNX.
+
+Two ways in:
+- `model(input_ids=..., attention_mask=..., pixel_values=..., image_grid_thw=...,
+  mm_token_type_ids=...)` takes transformers' keyword inputs and returns logits
+  [batch, length, vocab] (host-side preparation, then the forward).
+- `model.forward(inputs)` / `model.hidden_states(inputs, cache)` take prepared
+  `ModelInputs` (fixed shapes, jit-friendly): the learner and the sampler use these.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from asyncwebrl.model.config import ModelConfig
+from asyncwebrl.model.inputs import ModelInputs, from_hf_kwargs
+from asyncwebrl.model.layers import INIT_STD, Einsum, Precision, RMSNorm
+from asyncwebrl.model.text import DecoderLayer, KVCache, mrope_angles
+from asyncwebrl.model.vision import VisionTower
+
+REMAT_POLICIES = {
+    "none": None,
+    "full": jax.checkpoint_policies.nothing_saveable,
+    # keep matmul outputs that have no batch dimension (weights-only products), recompute the rest
+    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+class Qwen3VL(nnx.Module):
+    def __init__(self, config: ModelConfig, *, dtype=jnp.float32, param_dtype=jnp.float32, remat: str = "none",
+                 rngs: nnx.Rngs):
+        if remat not in REMAT_POLICIES:
+            raise ValueError(f"remat must be one of {sorted(REMAT_POLICIES)}, got {remat!r}")
+        self.config = config
+        self.remat = remat
+        precision = Precision(dtype=jnp.dtype(dtype), param_dtype=jnp.dtype(param_dtype))
+        self.dtype = precision.dtype
+        text = config.text
+        table = jax.random.normal(rngs.params(), (text.vocab_size, text.hidden_size), jnp.float32) * INIT_STD
+        self.embed = nnx.Param(table.astype(precision.param_dtype), axes=("vocab", "embed"))
+        self.visual = VisionTower(config.vision, precision, rngs)
+        self.layers = nnx.List([DecoderLayer(text, precision, rngs) for _ in range(text.num_layers)])
+        self.norm = RMSNorm(text.hidden_size, "embed", eps=text.rms_norm_eps, precision=precision)
+        self.lm_head = nnx.data(None)  # tied: the logits reuse the embedding table
+        if not config.tie_word_embeddings:
+            self.lm_head = Einsum("btd,dv->btv", (text.hidden_size, text.vocab_size), ("embed", "vocab"),
+                                  precision=precision, rngs=rngs)
+
+    # ------------------------------------------------------------ entry points
+
+    def __call__(self, input_ids=None, attention_mask=None, pixel_values=None, image_grid_thw=None,
+                 mm_token_type_ids=None, **unsupported):
+        """Hugging Face keyword inputs -> logits [batch, length, vocab] (float32)."""
+        if unsupported:
+            raise TypeError(f"unsupported inputs: {sorted(unsupported)}")
+        if input_ids is None:
+            raise ValueError("input_ids is required")
+        inputs = from_hf_kwargs(self.config, input_ids, attention_mask, pixel_values, image_grid_thw,
+                                mm_token_type_ids)
+        return self.forward(inputs)
+
+    def forward(self, inputs: ModelInputs):
+        hidden, _ = self.hidden_states(inputs)
+        return self.logits(hidden)
+
+    def init_cache(self, batch: int, capacity: int) -> KVCache:
+        return KVCache.empty(self.config.text, batch, capacity, self.dtype)
+
+    # ------------------------------------------------------------ the network
+
+    def hidden_states(self, inputs: ModelInputs, cache: KVCache | None = None):
+        """Final-norm hidden states [B, L, D] and the updated cache (None without one).
+
+        Attention is causal inside each segment (segment_ids, 0 = padding). With a cache,
+        the valid (non-zero segment) tokens of each row must be a prefix of the row; they
+        are appended after the row's cached tokens."""
+        x, deepstack = self.embed_inputs(inputs)
+        angles = mrope_angles(inputs.positions, self.config.text)
+        if cache is None:
+            allowed, starts = self_attention_mask(inputs.segment_ids), None
+        else:
+            allowed, starts = cache_attention_mask(inputs.segment_ids, cache), cache.lengths
+        new_keys, new_values = [], []
+        for index, layer in enumerate(self.layers):
+            cache_kv = None if cache is None else (cache.keys[index], cache.values[index])
+            x, cache_kv = self._run_layer(layer, x, angles, allowed, cache_kv, starts)
+            if cache_kv is not None:
+                new_keys.append(cache_kv[0])
+                new_values.append(cache_kv[1])
+            if index < len(deepstack):
+                x = x + deepstack[index]
+        if cache is not None:
+            cache = KVCache(keys=new_keys, values=new_values,
+                            lengths=cache.lengths + (inputs.segment_ids != 0).sum(-1).astype(jnp.int32))
+        return self.norm(x), cache
+
+    def _run_layer(self, layer, x, angles, allowed, cache_kv, starts):
+        policy = REMAT_POLICIES[self.remat]
+        if policy is None:
+            return layer(x, angles, allowed, cache_kv, starts)
+        return nnx.remat(lambda lyr, *args: lyr(*args), policy=policy)(layer, x, angles, allowed, cache_kv, starts)
+
+    def embed_inputs(self, inputs: ModelInputs):
+        """Token embeddings with vision tokens placed at the image placeholders, and the
+        DeepStack features as full-length [B, L, D] additions (zero off the images)."""
+        x = self.embed[...][inputs.tokens].astype(self.dtype)
+        if inputs.vision is None:
+            return x, []
+        merged, deepstack = self.visual(inputs.vision)
+        is_vision = (inputs.vision_source >= 0)[..., None]
+        source = jnp.maximum(inputs.vision_source, 0)
+
+        def scatter(features):  # [I, P/4, D] -> [B, L, D] at the placeholders
+            return features.reshape(-1, features.shape[-1])[source].astype(self.dtype)
+
+        x = jnp.where(is_vision, scatter(merged), x)
+        return x, [jnp.where(is_vision, scatter(f), 0).astype(self.dtype) for f in deepstack]
+
+    def logits(self, hidden):
+        """[B, L, D] -> [B, L, vocab] in float32."""
+        if self.lm_head is None:
+            table = self.embed[...].astype(self.dtype)
+            return jnp.einsum("btd,vd->btv", hidden, table, preferred_element_type=jnp.float32)
+        kernel = self.lm_head.kernel[...].astype(self.dtype)
+        return jnp.einsum("btd,dv->btv", hidden, kernel, preferred_element_type=jnp.float32)
+
+
+def self_attention_mask(segment_ids):
+    """[B, L] -> [B, L, L]: causal, inside one non-padding segment."""
+    index = jnp.arange(segment_ids.shape[1])
+    same = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] != 0)
+    return same & (index[None, None, :] <= index[None, :, None])
+
+
+def cache_attention_mask(segment_ids, cache: KVCache):
+    """[B, T] new tokens (valid ones first) -> [B, T, S] over the cache after they are written."""
+    starts = cache.lengths[:, None, None]
+    new_length = starts + (segment_ids != 0).sum(-1)[:, None, None]
+    slot = jnp.arange(cache.capacity)[None, None, :]
+    query = starts + jnp.arange(segment_ids.shape[1])[None, :, None]
+    return (slot < new_length) & (slot <= query)

@@ -1,0 +1,95 @@
+"""The Qwen3 text decoder: RMSNorm, grouped-query attention with q/k norms, SwiGLU, and
+interleaved multimodal rotary positions (M-RoPE); an optional KV cache for decoding.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+
+from asyncwebrl.model.config import TextConfig
+from asyncwebrl.model.layers import Einsum, Precision, RMSNorm, attention, inverse_frequencies, rotate
+
+
+def mrope_angles(positions, cfg: TextConfig):
+    """[3, B, L] (t, h, w) positions -> [B, L, head_dim/2] rotary angles.
+
+    Frequency j takes its position from h when j % 3 == 1 and j < 3 * section_h, from w
+    when j % 3 == 2 and j < 3 * section_w, and from t otherwise (the interleaved layout)."""
+    inv = jnp.asarray(inverse_frequencies(cfg.head_dim, cfg.rope_theta))
+    j = jnp.arange(cfg.head_dim // 2)
+    _, sec_h, sec_w = cfg.mrope_section
+    axis = jnp.where((j % 3 == 1) & (j < 3 * sec_h), 1, jnp.where((j % 3 == 2) & (j < 3 * sec_w), 2, 0))
+    chosen = jnp.take(positions, axis, axis=0)                  # [head_dim/2, B, L]
+    return jnp.moveaxis(chosen, 0, -1).astype(jnp.float32) * inv
+
+
+@struct.dataclass
+class KVCache:
+    """Keys and values of every layer for B rows of up to S tokens each."""
+    keys: list                 # per layer [B, S, K, H]
+    values: list               # per layer [B, S, K, H]
+    lengths: jnp.ndarray       # [B] int32: tokens already written per row
+
+    @classmethod
+    def empty(cls, cfg: TextConfig, batch: int, capacity: int, dtype=jnp.bfloat16) -> "KVCache":
+        shape = (batch, capacity, cfg.num_kv_heads, cfg.head_dim)
+        return cls(keys=[jnp.zeros(shape, dtype) for _ in range(cfg.num_layers)],
+                   values=[jnp.zeros(shape, dtype) for _ in range(cfg.num_layers)],
+                   lengths=jnp.zeros((batch,), jnp.int32))
+
+    @property
+    def capacity(self) -> int:
+        return self.keys[0].shape[1]
+
+
+def write_rows(buffer, new, starts):
+    """buffer [B, S, ...] with new [B, T, ...] written at per-row offsets starts [B]."""
+    return jax.vmap(lambda buf, x, s: jax.lax.dynamic_update_slice_in_dim(buf, x.astype(buf.dtype), s, 0))(
+        buffer, new, starts)
+
+
+class Attention(nnx.Module):
+    def __init__(self, cfg: TextConfig, precision: Precision, rngs: nnx.Rngs):
+        d, n, k, h = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.q_proj = Einsum("btd,dnh->btnh", (d, n, h), ("embed", "heads", "head_dim"), precision=precision, rngs=rngs)
+        self.k_proj = Einsum("btd,dkh->btkh", (d, k, h), ("embed", "kv_heads", "head_dim"), precision=precision,
+                             rngs=rngs)
+        self.v_proj = Einsum("btd,dkh->btkh", (d, k, h), ("embed", "kv_heads", "head_dim"), precision=precision,
+                             rngs=rngs)
+        self.o_proj = Einsum("btnh,nhd->btd", (n, h, d), ("heads", "head_dim", "embed"), precision=precision,
+                             rngs=rngs)
+        self.q_norm = RMSNorm(h, "head_dim", eps=cfg.rms_norm_eps, precision=precision)
+        self.k_norm = RMSNorm(h, "head_dim", eps=cfg.rms_norm_eps, precision=precision)
+
+    def __call__(self, x, angles, allowed, cache_kv=None, cache_starts=None):
+        """x: [B, T, D]; angles: [B, T, head_dim/2]; allowed: [B, T, S].
+
+        Without a cache S = T. With one, this step's keys and values are written into the
+        cache rows at `cache_starts` first and attention runs over all S cache slots."""
+        q = rotate(self.q_norm(self.q_proj(x)), angles)
+        k = rotate(self.k_norm(self.k_proj(x)), angles)
+        v = self.v_proj(x)
+        if cache_kv is not None:
+            k = write_rows(cache_kv[0], k, cache_starts)
+            v = write_rows(cache_kv[1], v, cache_starts)
+            cache_kv = (k, v)
+        return self.o_proj(attention(q, k.astype(q.dtype), v.astype(q.dtype), allowed)), cache_kv
+
+
+class DecoderLayer(nnx.Module):
+    def __init__(self, cfg: TextConfig, precision: Precision, rngs: nnx.Rngs):
+        d, f = cfg.hidden_size, cfg.intermediate_size
+        self.input_norm = RMSNorm(d, "embed", eps=cfg.rms_norm_eps, precision=precision)
+        self.attn = Attention(cfg, precision, rngs)
+        self.post_attention_norm = RMSNorm(d, "embed", eps=cfg.rms_norm_eps, precision=precision)
+        self.gate_proj = Einsum("btd,df->btf", (d, f), ("embed", "mlp"), precision=precision, rngs=rngs)
+        self.up_proj = Einsum("btd,df->btf", (d, f), ("embed", "mlp"), precision=precision, rngs=rngs)
+        self.down_proj = Einsum("btf,fd->btd", (f, d), ("mlp", "embed"), precision=precision, rngs=rngs)
+
+    def __call__(self, x, angles, allowed, cache_kv=None, cache_starts=None):
+        attended, cache_kv = self.attn(self.input_norm(x), angles, allowed, cache_kv, cache_starts)
+        x = x + attended
+        h = self.post_attention_norm(x)
+        return x + self.down_proj(jax.nn.silu(self.gate_proj(h)) * self.up_proj(h)), cache_kv

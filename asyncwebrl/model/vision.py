@@ -1,0 +1,101 @@
+"""The Qwen3-VL vision tower: patch embedding, learned + 2-D rotary positions, ViT blocks,
+the 2x2 patch merger, and the DeepStack mergers whose outputs feed early text layers.
+
+Images are batched as [I, P, ...] (each padded to P patches); attention stays inside an
+image, which is what transformers' per-image `cu_seqlens` does.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from flax import nnx
+
+from asyncwebrl.model.config import VisionConfig
+from asyncwebrl.model.inputs import VisionInputs
+from asyncwebrl.model.layers import Einsum, LayerNorm, Precision, attention, gelu_exact, gelu_tanh, inverse_frequencies, rotate
+
+
+class VisionBlock(nnx.Module):
+    def __init__(self, cfg: VisionConfig, precision: Precision, rngs: nnx.Rngs):
+        d, n, h, f = cfg.hidden_size, cfg.num_heads, cfg.head_dim, cfg.intermediate_size
+        self.norm1 = LayerNorm(d, "vision_embed", precision=precision)
+        self.qkv = Einsum("ipd,dcnh->ipcnh", (d, 3, n, h), ("vision_embed", None, "vision_heads", "head_dim"),
+                          bias=True, precision=precision, rngs=rngs)
+        self.proj = Einsum("ipnh,nhd->ipd", (n, h, d), ("vision_heads", "head_dim", "vision_embed"),
+                           bias=True, precision=precision, rngs=rngs)
+        self.norm2 = LayerNorm(d, "vision_embed", precision=precision)
+        self.fc1 = Einsum("ipd,df->ipf", (d, f), ("vision_embed", "vision_mlp"), bias=True, precision=precision,
+                          rngs=rngs)
+        self.fc2 = Einsum("ipf,fd->ipd", (f, d), ("vision_mlp", "vision_embed"), bias=True, precision=precision,
+                          rngs=rngs)
+
+    def __call__(self, x, angles, allowed):
+        """x: [I, P, D]; angles: [I, P, head_dim/2]; allowed: [I, P, P]."""
+        qkv = self.qkv(self.norm1(x))
+        q, k, v = rotate(qkv[:, :, 0], angles), rotate(qkv[:, :, 1], angles), qkv[:, :, 2]
+        x = x + self.proj(attention(q, k, v, allowed))
+        return x + self.fc2(gelu_tanh(self.fc1(self.norm2(x))))
+
+
+class PatchMerger(nnx.Module):
+    """Concatenate each 2x2 block of patches and map it to the text width.
+
+    The final merger normalises each patch before concatenating; the DeepStack mergers
+    normalise the concatenated block ("post-shuffle")."""
+
+    def __init__(self, cfg: VisionConfig, *, postshuffle_norm: bool, precision: Precision, rngs: nnx.Rngs):
+        d, unit = cfg.hidden_size, cfg.merge_unit
+        self.unit = unit
+        self.postshuffle_norm = postshuffle_norm
+        self.norm = LayerNorm(d * unit if postshuffle_norm else d, "vision_merged" if postshuffle_norm else "vision_embed",
+                              precision=precision)
+        self.fc1 = Einsum("imc,cf->imf", (d * unit, d * unit), ("vision_merged", "vision_mlp"), bias=True,
+                          precision=precision, rngs=rngs)
+        self.fc2 = Einsum("imf,fe->ime", (d * unit, cfg.out_hidden_size), ("vision_mlp", "embed"), bias=True,
+                          precision=precision, rngs=rngs)
+
+    def __call__(self, x):
+        """x: [I, P, D] -> [I, P / unit, out_hidden]."""
+        images, patches, d = x.shape
+        if not self.postshuffle_norm:
+            x = self.norm(x)
+        x = x.reshape(images, patches // self.unit, d * self.unit)
+        if self.postshuffle_norm:
+            x = self.norm(x)
+        return self.fc2(gelu_exact(self.fc1(x)))
+
+
+class VisionTower(nnx.Module):
+    def __init__(self, cfg: VisionConfig, precision: Precision, rngs: nnx.Rngs):
+        self.cfg = cfg
+        d = cfg.hidden_size
+        self.patch_embed = Einsum("ipc,cd->ipd", (cfg.patch_dim, d), ("patch", "vision_embed"), bias=True,
+                                  precision=precision, rngs=rngs)
+        table = jnp.zeros((cfg.num_position_embeddings, d), jnp.float32)
+        self.pos_embed = nnx.Param(table.astype(precision.param_dtype), axes=(None, "vision_embed"))
+        self.blocks = nnx.List([VisionBlock(cfg, precision, rngs) for _ in range(cfg.depth)])
+        self.merger = PatchMerger(cfg, postshuffle_norm=False, precision=precision, rngs=rngs)
+        self.deepstack_mergers = nnx.List([PatchMerger(cfg, postshuffle_norm=True, precision=precision, rngs=rngs)
+                                           for _ in cfg.deepstack_layers])
+        self.dtype = precision.dtype
+
+    def rotary_angles(self, rope_hw):
+        """[I, P, 2] patch (row, col) -> [I, P, head_dim/2]: row angles then column angles."""
+        inv = jnp.asarray(inverse_frequencies(self.cfg.head_dim // 2, self.cfg.rope_theta))
+        rows = rope_hw[..., 0:1].astype(jnp.float32) * inv
+        cols = rope_hw[..., 1:2].astype(jnp.float32) * inv
+        return jnp.concatenate([rows, cols], axis=-1)
+
+    def __call__(self, vision: VisionInputs):
+        """-> (tokens [I, P/4, D_text], [one [I, P/4, D_text] per DeepStack layer])."""
+        x = self.patch_embed(vision.patches)
+        table = self.pos_embed[...][vision.interp_index].astype(jnp.float32)      # [I, P, 4, D]
+        x = x + jnp.einsum("ipkd,ipk->ipd", table, vision.interp_weight).astype(x.dtype)
+        angles = self.rotary_angles(vision.rope_hw)
+        allowed = vision.patch_valid[:, :, None] & vision.patch_valid[:, None, :]
+        deepstack = []
+        for index, block in enumerate(self.blocks):
+            x = block(x, angles, allowed)
+            if index in self.cfg.deepstack_layers:
+                deepstack.append(self.deepstack_mergers[self.cfg.deepstack_layers.index(index)](x))
+        return self.merger(x), deepstack

@@ -1,0 +1,242 @@
+"""Hugging Face Qwen3-VL checkpoints in and out.
+
+`load_pretrained(path, dtype)` reads config.json and model.safetensors (or a sharded
+index) through memory maps and places every tensor straight onto its target sharding:
+each device receives only its own slice, so no process ever holds a full copy per device.
+`save_pretrained(model, path)` writes config.json + model.safetensors that transformers'
+Qwen3VLForConditionalGeneration loads.
+
+Our kernels keep named einsum layouts ([in..., out...]); transformers keeps nn.Linear
+[out, in] and a Conv3d patch embedding. Every conversion below is a transpose or a
+reshape that only splits or merges adjacent dimensions, so on load it stays a view of
+the memory map until a device slice is copied out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+from flax import nnx
+
+from asyncwebrl.model.config import ModelConfig, from_hf_dict, to_hf_dict
+from asyncwebrl.model.qwen3_vl import Qwen3VL
+
+# ---------------------------------------------------------------- safetensors files
+
+_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16,
+           "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+_NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
+
+
+def read_safetensors(path) -> dict[str, np.ndarray]:
+    """name -> read-only memory-mapped array (nothing is read until sliced)."""
+    path = pathlib.Path(path)
+    with open(path, "rb") as f:
+        header_size = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(header_size))
+    header.pop("__metadata__", None)
+    raw = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + header_size)
+    tensors = {}
+    for name, info in header.items():
+        if info["dtype"] not in _DTYPES:
+            raise ValueError(f"{path.name}: tensor {name} has unsupported dtype {info['dtype']}")
+        begin, end = info["data_offsets"]
+        tensors[name] = raw[begin:end].view(_DTYPES[info["dtype"]]).reshape(info["shape"])
+    return tensors
+
+
+def write_safetensors(path, shapes: dict[str, tuple[tuple[int, ...], np.dtype]], produce) -> None:
+    """Write tensors one at a time: shapes gives name -> (shape, dtype); produce(name) -> array."""
+    header, offset = {}, 0
+    for name, (shape, dtype) in shapes.items():
+        size = math.prod(shape) * np.dtype(dtype).itemsize
+        header[name] = {"dtype": _NAMES[np.dtype(dtype)], "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    header["__metadata__"] = {"format": "pt"}
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    partial = pathlib.Path(str(path) + ".partial")
+    with open(partial, "wb") as f:
+        f.write(len(encoded).to_bytes(8, "little"))
+        f.write(encoded)
+        for name, (shape, dtype) in shapes.items():
+            array = np.ascontiguousarray(produce(name), dtype=dtype)
+            if array.shape != tuple(shape):
+                raise ValueError(f"{name}: produced shape {array.shape}, declared {tuple(shape)}")
+            f.write(array.tobytes())
+    os.replace(partial, path)  # a crash mid-write never leaves a truncated model.safetensors
+
+
+def checkpoint_tensors(directory) -> dict[str, np.ndarray]:
+    """All tensors of a checkpoint directory (one file or a sharded index), memory mapped."""
+    directory = pathlib.Path(directory)
+    index = directory / "model.safetensors.index.json"
+    if index.exists():
+        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    elif (directory / "model.safetensors").exists():
+        files = ["model.safetensors"]
+    else:
+        raise FileNotFoundError(f"{directory} has neither model.safetensors nor model.safetensors.index.json")
+    tensors = {}
+    for name in files:
+        tensors.update(read_safetensors(directory / name))
+    return tensors
+
+
+# ---------------------------------------------------------------- name and layout map
+
+@dataclasses.dataclass(frozen=True)
+class Tensor:
+    """One transformers tensor <-> one of our parameters."""
+    hf_name: str
+    path: tuple            # our nnx state path
+    layout: str            # "same" (reshape only), "linear" ([out, in]), "conv" (Conv3d)
+    inputs: int = 1        # leading input dimensions of our kernel (2 for [heads, head_dim, out])
+
+    def to_ours(self, hf: np.ndarray, shape) -> np.ndarray:
+        if self.layout == "linear":
+            return hf.T.reshape(shape)
+        if self.layout == "conv":
+            return hf.reshape(hf.shape[0], -1).T
+        return hf.reshape(shape)
+
+    def to_hf(self, ours: np.ndarray, config: ModelConfig) -> np.ndarray:
+        if self.layout == "linear":
+            return ours.reshape(math.prod(ours.shape[:self.inputs]), -1).T
+        if self.layout == "conv":
+            v = config.vision
+            return ours.T.reshape(v.hidden_size, v.in_channels, v.temporal_patch_size, v.patch_size, v.patch_size)
+        return ours.reshape(-1) if self.hf_name.endswith("bias") else ours
+
+    def hf_shape(self, shape, config: ModelConfig) -> tuple[int, ...]:
+        return self.to_hf(np.empty(shape, np.int8), config).shape
+
+
+def _linear(hf: str, path: tuple, inputs: int = 1, bias: bool = False) -> list[Tensor]:
+    tensors = [Tensor(f"{hf}.weight", path + ("kernel",), "linear", inputs)]
+    return tensors + ([Tensor(f"{hf}.bias", path + ("bias",), "same")] if bias else [])
+
+
+def _norm(hf: str, path: tuple, bias: bool = False) -> list[Tensor]:
+    tensors = [Tensor(f"{hf}.weight", path + ("scale",), "same")]
+    return tensors + ([Tensor(f"{hf}.bias", path + ("bias",), "same")] if bias else [])
+
+
+def _merger(hf: str, path: tuple) -> list[Tensor]:
+    return (_norm(f"{hf}.norm", path + ("norm",), bias=True) + _linear(f"{hf}.linear_fc1", path + ("fc1",), bias=True)
+            + _linear(f"{hf}.linear_fc2", path + ("fc2",), bias=True))
+
+
+def tensor_map(config: ModelConfig) -> list[Tensor]:
+    text, visual = "model.language_model", "model.visual"
+    tensors = [Tensor(f"{text}.embed_tokens.weight", ("embed",), "same"),
+               *_norm(f"{text}.norm", ("norm",))]
+    for i in range(config.text.num_layers):
+        hf, ours = f"{text}.layers.{i}", ("layers", i)
+        tensors += [*_norm(f"{hf}.input_layernorm", ours + ("input_norm",)),
+                    *_norm(f"{hf}.post_attention_layernorm", ours + ("post_attention_norm",)),
+                    *_linear(f"{hf}.self_attn.q_proj", ours + ("attn", "q_proj")),
+                    *_linear(f"{hf}.self_attn.k_proj", ours + ("attn", "k_proj")),
+                    *_linear(f"{hf}.self_attn.v_proj", ours + ("attn", "v_proj")),
+                    *_linear(f"{hf}.self_attn.o_proj", ours + ("attn", "o_proj"), inputs=2),
+                    *_norm(f"{hf}.self_attn.q_norm", ours + ("attn", "q_norm")),
+                    *_norm(f"{hf}.self_attn.k_norm", ours + ("attn", "k_norm")),
+                    *_linear(f"{hf}.mlp.gate_proj", ours + ("gate_proj",)),
+                    *_linear(f"{hf}.mlp.up_proj", ours + ("up_proj",)),
+                    *_linear(f"{hf}.mlp.down_proj", ours + ("down_proj",))]
+    if not config.tie_word_embeddings:
+        tensors += _linear("lm_head", ("lm_head",))
+    tensors += [Tensor(f"{visual}.patch_embed.proj.weight", ("visual", "patch_embed", "kernel"), "conv"),
+                Tensor(f"{visual}.patch_embed.proj.bias", ("visual", "patch_embed", "bias"), "same"),
+                Tensor(f"{visual}.pos_embed.weight", ("visual", "pos_embed"), "same"),
+                *_merger(f"{visual}.merger", ("visual", "merger"))]
+    for i in range(config.vision.depth):
+        hf, ours = f"{visual}.blocks.{i}", ("visual", "blocks", i)
+        tensors += [*_norm(f"{hf}.norm1", ours + ("norm1",), bias=True),
+                    *_norm(f"{hf}.norm2", ours + ("norm2",), bias=True),
+                    *_linear(f"{hf}.attn.qkv", ours + ("qkv",), bias=True),
+                    *_linear(f"{hf}.attn.proj", ours + ("proj",), inputs=2, bias=True),
+                    *_linear(f"{hf}.mlp.linear_fc1", ours + ("fc1",), bias=True),
+                    *_linear(f"{hf}.mlp.linear_fc2", ours + ("fc2",), bias=True)]
+    for k in range(len(config.vision.deepstack_layers)):
+        tensors += _merger(f"{visual}.deepstack_merger_list.{k}", ("visual", "deepstack_mergers", k))
+    return tensors
+
+
+# ---------------------------------------------------------------- load and save
+
+def read_config(directory) -> ModelConfig:
+    path = pathlib.Path(directory) / "config.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{directory} is not a Hugging Face checkpoint directory (no config.json)")
+    return from_hf_dict(json.loads(path.read_text()))
+
+
+def abstract_model(config: ModelConfig, **model_kwargs) -> Qwen3VL:
+    """The model's structure with ShapeDtypeStructs instead of arrays (allocates nothing)."""
+    return nnx.eval_shape(lambda: Qwen3VL(config, rngs=nnx.Rngs(0), **model_kwargs))
+
+
+def load_pretrained(path, dtype=jnp.float32, *, compute_dtype=None, mesh=None, rules=None,
+                    remat: str = "none") -> Qwen3VL:
+    """A Qwen3VL with a local Hugging Face checkpoint's weights.
+
+    dtype: parameter storage dtype; compute_dtype: matmul dtype (default: dtype).
+    mesh + rules (asyncwebrl.parallel): each parameter is built shard by shard on its
+    NamedSharding; without a mesh everything goes to the default device."""
+    from asyncwebrl.parallel import param_shardings  # the model package stays importable without a mesh
+
+    config = read_config(path)
+    model = abstract_model(config, dtype=compute_dtype or dtype, param_dtype=dtype, remat=remat)
+    graphdef, state = nnx.split(model)
+    if mesh is not None:
+        shardings = nnx.to_flat_state(param_shardings(state, mesh, rules))
+        shardings = {path_: s for path_, s in shardings}
+    tensors = checkpoint_tensors(path)
+    variables = dict(nnx.to_flat_state(state))
+    expected = tensor_map(config)
+    missing = [t.hf_name for t in expected if t.hf_name not in tensors]
+    if missing:
+        raise KeyError(f"{path}: checkpoint lacks {len(missing)} tensors, e.g. {missing[:3]}")
+    for t in expected:
+        variable = variables[t.path]
+        shape, target = variable.shape, jnp.dtype(dtype)
+        view = t.to_ours(tensors[t.hf_name], shape)
+        if mesh is None:
+            array = jnp.asarray(np.asarray(view).astype(target))
+        else:
+            array = jax.make_array_from_callback(
+                shape, shardings[t.path], lambda index, v=view: np.asarray(v[index]).astype(target))
+        variable.set_value(array)
+    unused = set(tensors) - {t.hf_name for t in expected}
+    if config.tie_word_embeddings:
+        unused.discard("lm_head.weight")  # some exports keep the tied copy
+    if unused:
+        raise KeyError(f"{path}: checkpoint has tensors this model does not use, e.g. {sorted(unused)[:3]}")
+    return nnx.merge(graphdef, state)
+
+
+def save_pretrained(model: Qwen3VL, path, dtype=None) -> None:
+    """Write config.json and model.safetensors (parameters in `dtype`, default their own)."""
+    directory = pathlib.Path(path)
+    directory.mkdir(parents=True, exist_ok=True)
+    config = model.config
+    variables = dict(nnx.to_flat_state(nnx.state(model)))
+    tensors = tensor_map(config)
+    first = variables[tensors[0].path][...]
+    out_dtype = np.dtype(dtype or first.dtype)
+    shapes = {t.hf_name: (t.hf_shape(variables[t.path].shape, config), out_dtype) for t in tensors}
+    by_name = {t.hf_name: t for t in tensors}
+    write_safetensors(directory / "model.safetensors", shapes,
+                      lambda name: by_name[name].to_hf(np.asarray(jax.device_get(variables[by_name[name].path][...])),
+                                                       config))
+    hf_config = to_hf_dict(config, dtype={"bfloat16": "bfloat16", "float16": "float16"}.get(out_dtype.name, "float32"))
+    (directory / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")

@@ -1,0 +1,94 @@
+"""Meshes and sharding rules (DESIGN.md §5).
+
+One mesh description (axes data, fsdp, tensor; -1 = fill with the remaining devices) and
+one set of logical-axis rules per role. Parameters name their logical axes (see
+asyncwebrl.model.layers); `param_shardings` turns those names into NamedShardings:
+- learner: weights sharded FSDP x tensor, batch over data x fsdp;
+- sampler: weights sharded over tensor only (every data replica holds a full copy).
+A dimension that the mesh axes do not divide evenly stays replicated rather than fail.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+MESH_AXES = ("data", "fsdp", "tensor")
+
+LEARNER_RULES = {
+    "batch": ("data", "fsdp"),
+    "embed": "fsdp", "vision_embed": "fsdp", "vision_merged": "fsdp",
+    "mlp": "tensor", "vision_mlp": "tensor", "heads": "tensor", "kv_heads": "tensor", "vision_heads": "tensor",
+    "vocab": "tensor",
+}
+SAMPLER_RULES = {
+    "batch": ("data", "fsdp"),
+    "mlp": "tensor", "vision_mlp": "tensor", "heads": "tensor", "kv_heads": "tensor", "vision_heads": "tensor",
+    "vocab": "tensor",
+}
+
+
+def make_mesh(shape: dict | None = None, devices=None) -> Mesh:
+    """A (data, fsdp, tensor) mesh with Auto axis types. `shape` maps axis -> size, one may be -1."""
+    devices = list(jax.devices() if devices is None else devices)
+    sizes = {axis: 1 for axis in MESH_AXES}
+    sizes.update({"fsdp": -1} if shape is None else dict(shape))
+    unknown = set(sizes) - set(MESH_AXES)
+    if unknown:
+        raise ValueError(f"unknown mesh axes {sorted(unknown)}; the axes are {MESH_AXES}")
+    fill = [axis for axis, size in sizes.items() if size == -1]
+    if len(fill) > 1:
+        raise ValueError(f"only one mesh axis may be -1, got {fill}")
+    known = math.prod(size for size in sizes.values() if size != -1)
+    if fill:
+        if len(devices) % known:
+            raise ValueError(f"{len(devices)} devices cannot fill mesh {sizes}")
+        sizes[fill[0]] = len(devices) // known
+    if math.prod(sizes.values()) != len(devices):
+        raise ValueError(f"mesh {sizes} needs {math.prod(sizes.values())} devices, have {len(devices)}")
+    grid = np.array(devices).reshape([sizes[axis] for axis in MESH_AXES])
+    return Mesh(grid, MESH_AXES, axis_types=(AxisType.Auto,) * len(MESH_AXES))
+
+
+def logical_spec(axes, shape, mesh: Mesh, rules: dict) -> PartitionSpec:
+    """PartitionSpec for one array from its logical axis names.
+
+    A mesh axis is used at most once per array, and only where it divides the dimension."""
+    used, spec = set(), []
+    for name, size in zip(axes, shape):
+        mesh_axes = rules.get(name) if name else None
+        mesh_axes = (mesh_axes,) if isinstance(mesh_axes, str) else tuple(mesh_axes or ())
+        mesh_axes = tuple(a for a in mesh_axes if a not in used and mesh.shape[a] > 1)
+        if not mesh_axes or size % math.prod(mesh.shape[a] for a in mesh_axes):
+            spec.append(None)
+            continue
+        used.update(mesh_axes)
+        spec.append(mesh_axes[0] if len(mesh_axes) == 1 else mesh_axes)
+    return PartitionSpec(*spec)
+
+
+def param_shardings(state, mesh: Mesh, rules: dict):
+    """NamedShardings for an nnx State (or abstract state) whose Variables carry `axes`."""
+    def sharding(variable):
+        axes = getattr(variable, "axes", None) or (None,) * len(variable.shape)
+        return NamedSharding(mesh, logical_spec(axes, variable.shape, mesh, rules))
+    return jax.tree.map(sharding, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def batch_sharding(mesh: Mesh, rules: dict, ndim: int, batch_axis: int = 0) -> NamedSharding:
+    """Shard an input array's batch dimension over the rule's batch axes."""
+    spec = [None] * ndim
+    batch_axes = tuple(a for a in rules["batch"] if mesh.shape[a] > 1)
+    spec[batch_axis] = batch_axes or None
+    return NamedSharding(mesh, PartitionSpec(*spec))
+
+
+def shard_model(model: nnx.Module, mesh: Mesh, rules: dict) -> nnx.Module:
+    """Move a model's parameters onto the mesh in place; returns the model."""
+    state = nnx.state(model)
+    nnx.update(model, jax.device_put(state, param_shardings(state, mesh, rules)))
+    return model
