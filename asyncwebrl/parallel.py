@@ -71,12 +71,15 @@ def logical_spec(axes, shape, mesh: Mesh, rules: dict) -> PartitionSpec:
     return PartitionSpec(*spec)
 
 
-def param_shardings(state, mesh: Mesh, rules: dict):
-    """NamedShardings for an nnx State (or abstract state) whose Variables carry `axes`."""
-    def sharding(variable):
-        axes = getattr(variable, "axes", None) or (None,) * len(variable.shape)
-        return NamedSharding(mesh, logical_spec(axes, variable.shape, mesh, rules))
-    return jax.tree.map(sharding, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
+def param_shardings(tree, mesh: Mesh, rules: dict):
+    """NamedShardings for any pytree holding nnx Variables (parameters, optimiser moments
+    that mirror them, a whole train state): a Variable is sharded by its logical `axes`,
+    every other leaf (step counters, scalars) is replicated."""
+    def sharding(leaf):
+        axes = getattr(leaf, "axes", None) if isinstance(leaf, nnx.Variable) else None
+        axes = axes or (None,) * len(leaf.shape)
+        return NamedSharding(mesh, logical_spec(axes, leaf.shape, mesh, rules))
+    return jax.tree.map(sharding, tree, is_leaf=lambda x: isinstance(x, nnx.Variable))
 
 
 def batch_sharding(mesh: Mesh, rules: dict, ndim: int, batch_axis: int = 0) -> NamedSharding:

@@ -132,7 +132,7 @@ def vision_inputs(pixel_values, image_grid_thw, vision: VisionConfig, *, patches
     if pixel_values.shape != (counts.sum(), vision.patch_dim):
         raise ValueError(f"pixel_values has shape {pixel_values.shape}; the grids {grids.tolist()} need "
                          f"({counts.sum()}, {vision.patch_dim})")
-    largest = int(counts.max())
+    largest = int(counts.max()) if len(counts) else 0
     size = patches_per_image or largest
     images = num_images or len(grids)
     if size < largest or size % vision.merge_unit or images < len(grids):

@@ -1,0 +1,126 @@
+"""The learner: step rows in, one update out (DESIGN.md §3, learner thread).
+
+    learner = Learner(model, LearnerSettings(...), mesh)
+    measurements = learner.update(rows)      # RL: prox pass, epochs x minibatches, version + 1
+    measurements = learner.update(rows)      # with settings.loss.mode == "sft": warm start
+    params = learner.params                  # what the sampler gets
+
+Rows are packed into fixed-shape microbatches (packing.py); each minibatch is a list of
+whole microbatches whose gradients are summed and divided by its response-token count.
+The microbatch order is shuffled per epoch by a generator seeded from (seed, step), so a
+run restored from a checkpoint replays exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from asyncwebrl.learner.packing import Microbatch, PackingShape, StepRow, pack
+from asyncwebrl.learner.train import (LossSettings, OptimizerSettings, TrainState, build_steps, learning_rate_schedule,
+                                      make_optimizer, zeros_like_params)
+from asyncwebrl.parallel import LEARNER_RULES, logical_spec, make_mesh, param_shardings
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerSettings:
+    packing: PackingShape
+    loss: LossSettings = LossSettings()
+    optimizer: OptimizerSettings = OptimizerSettings()
+    epochs: int = 1
+    minibatches: int = 1
+    seed: int = 0
+
+
+class Learner:
+    def __init__(self, model: nnx.Module, settings: LearnerSettings, mesh=None, rules=LEARNER_RULES):
+        self.settings = settings
+        self.config = model.config
+        self.mesh = mesh or make_mesh({"fsdp": 1}, devices=jax.devices()[:1])
+        self.rules = rules
+        self.graphdef, params = nnx.split(model)
+        self.tx = make_optimizer(settings.optimizer)
+
+        def initial_state(params):
+            return TrainState(params=params, opt_state=self.tx.init(params), step=jnp.zeros((), jnp.int32),
+                              version=jnp.zeros((), jnp.int32))
+
+        self.state_shardings = param_shardings(jax.eval_shape(initial_state, params), self.mesh, rules)
+        self.state = jax.jit(initial_state, out_shardings=self.state_shardings)(params)
+        self._logprobs, self._accumulate, self._apply = build_steps(
+            self.graphdef, self.tx, learning_rate_schedule(settings.optimizer), settings.loss, self.state_shardings)
+
+    @property
+    def params(self):
+        return self.state.params
+
+    @property
+    def version(self) -> int:
+        return int(self.state.version)
+
+    def model(self) -> nnx.Module:
+        """The current parameters as a model (shares the arrays)."""
+        return nnx.merge(self.graphdef, self.state.params)
+
+    # ------------------------------------------------------------ one update
+
+    def update(self, rows: list[StepRow]) -> dict:
+        """Train on these step rows; returns the measurements of the update."""
+        if not rows:
+            raise ValueError("an update needs at least one step row")
+        started = time.perf_counter()
+        microbatches = [self._place(mb) for mb in pack(rows, self.settings.packing, self.config)]
+        rl = self.settings.loss.mode == "rl"
+        prox = [self._logprobs(self.state.params, mb) if rl else None for mb in microbatches]
+        version = self.version
+        totals, steps = {}, 0
+        for epoch in range(self.settings.epochs):
+            order = np.random.default_rng((self.settings.seed, int(self.state.step), epoch)).permutation(
+                len(microbatches))
+            for chunk in np.array_split(order, min(self.settings.minibatches, len(order))):
+                grads = zeros_like_params(self.state.params)
+                metrics = None
+                for i in chunk:
+                    grads, new = self._accumulate(self.state.params, grads, microbatches[i], prox[i])
+                    metrics = new if metrics is None else jax.tree.map(jnp.add, metrics, new)
+                self.state, measured = self._apply(self.state, grads, metrics)
+                steps += 1
+                for name, value in jax.device_get(measured).items():
+                    totals[name] = totals.get(name, 0.0) + float(value)
+        if rl:
+            self.state = self.state.replace(version=self.state.version + 1)
+        measurements = {name: value / steps for name, value in totals.items()}
+        measurements.update(
+            self._batch_facts(rows, microbatches, version),
+            skipped=totals["skipped"], optimizer_steps=steps, param_norm=float(measured["param_norm"]),
+            learning_rate=float(measured["learning_rate"]), version=self.version,
+            seconds=time.perf_counter() - started)
+        return measurements
+
+    def _batch_facts(self, rows: list[StepRow], microbatches: list[Microbatch], version: int) -> dict:
+        response_tokens = sum(len(r.response_ids) for r in rows)
+        lag = np.concatenate([version - np.asarray(r.versions) for r in rows]) if response_tokens else np.zeros(1)
+        return {"rows": len(rows), "microbatches": len(microbatches), "response_tokens": response_tokens,
+                "tokens_per_step": float(np.mean([len(r.response_ids) for r in rows])),
+                "fill": sum(len(r) for r in rows) / (len(microbatches) * self.settings.packing.tokens),
+                "staleness_mean": float(lag.mean()), "staleness_max": float(lag.max())}
+
+    def _place(self, microbatch: Microbatch) -> Microbatch:
+        """Put a microbatch on the mesh: rows (and images) over the rule's batch axes."""
+        def place(path, array):
+            batch_axis = 1 if any(getattr(k, "name", None) == "positions" for k in path) else 0
+            axes = [None] * np.ndim(array)
+            axes[batch_axis] = "batch"
+            spec = logical_spec(axes, np.shape(array), self.mesh, self.rules)
+            return jax.device_put(array, jax.sharding.NamedSharding(self.mesh, spec))
+        return jax.tree_util.tree_map_with_path(place, microbatch)
+
+    # ------------------------------------------------------------ checkpoints
+
+    def restore(self, state: TrainState) -> None:
+        self.state = jax.device_put(state, self.state_shardings)

@@ -1,0 +1,157 @@
+"""The jitted pieces of a learner update: log-probs, gradient accumulation, the optimiser step.
+
+An update is: one proximal log-prob pass over all microbatches (current parameters, no
+gradient), then for each minibatch: sum the gradients of its microbatches, divide by the
+minibatch's response-token count (exact accumulation: the result equals one big batch's
+token mean), clip, AdamW. The loop that strings them together is in learner.py.
+
+All three functions are jitted once with the learner mesh's parameter shardings; the
+train state is donated, so parameters and optimiser moments are updated in place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx, struct
+
+from asyncwebrl.learner.losses import policy_loss
+from asyncwebrl.learner.packing import Microbatch
+
+
+@struct.dataclass
+class TrainState:
+    params: nnx.State
+    opt_state: optax.OptState
+    step: jax.Array      # optimiser steps taken
+    version: jax.Array   # learner updates finished (the weight version the sampler sees)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerSettings:
+    learning_rate: float = 5e-6       # SPEC.md §6
+    weight_decay: float = 0.01
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    max_grad_norm: float = 1.0
+    warmup_steps: int = 0
+    total_steps: int = 10_000         # cosine horizon in optimiser steps
+    final_lr_fraction: float = 0.1
+    moment_dtype: str = "float32"     # "bfloat16" halves the first moment's memory
+
+
+@dataclasses.dataclass(frozen=True)
+class LossSettings:
+    mode: str = "rl"                  # "rl" (decoupled-IS GRPO) or "sft" (masked cross-entropy)
+    decoupled: bool = True
+    eps: float = 0.2
+    eps_high: float = 0.2
+    dual_clip: float = 3.0
+    behave_cap: float = 5.0
+    temperature: float = 1.0          # the sampler's: log-probs are of logits / temperature
+    logit_chunk: int = 512            # tokens whose logits exist at once
+
+
+def learning_rate_schedule(settings: OptimizerSettings) -> optax.Schedule:
+    peak = settings.learning_rate
+    if settings.warmup_steps == 0:
+        return optax.cosine_decay_schedule(peak, max(settings.total_steps, 1), alpha=settings.final_lr_fraction)
+    return optax.warmup_cosine_decay_schedule(0.0, peak, settings.warmup_steps, max(settings.total_steps, 1),
+                                              end_value=peak * settings.final_lr_fraction)
+
+
+def make_optimizer(settings: OptimizerSettings) -> optax.GradientTransformation:
+    return optax.chain(
+        optax.clip_by_global_norm(settings.max_grad_norm),
+        optax.adamw(learning_rate_schedule(settings), b1=settings.b1, b2=settings.b2, eps=settings.eps,
+                    weight_decay=settings.weight_decay, mu_dtype=jnp.dtype(settings.moment_dtype)))
+
+
+def target_logprobs(model, microbatch: Microbatch, temperature: float, chunk: int):
+    """[R, L] log-prob of each position's target under logits / temperature.
+
+    The vocabulary-wide logits exist for `chunk` positions at a time (and are recomputed
+    in the backward pass), so memory stays O(R * chunk * vocab) instead of O(R * L * vocab)."""
+    hidden, _ = model.hidden_states(microbatch.inputs)
+    rows, length, width = hidden.shape
+    chunk = min(chunk, length)
+    if length % chunk:
+        raise ValueError(f"row_length {length} must be a multiple of logit_chunk {chunk}")
+    hidden = hidden.reshape(rows, length // chunk, chunk, width).swapaxes(0, 1)
+    targets = microbatch.targets.reshape(rows, length // chunk, chunk).swapaxes(0, 1)
+
+    @jax.checkpoint
+    def one_chunk(h, t):
+        logits = model.logits(h) / temperature
+        picked = jnp.take_along_axis(logits, t[..., None], axis=-1)[..., 0]
+        return picked - jax.nn.logsumexp(logits, axis=-1)
+
+    logprobs = jax.lax.map(lambda ht: one_chunk(*ht), (hidden, targets))
+    return logprobs.swapaxes(0, 1).reshape(rows, length)
+
+
+def microbatch_loss(model, microbatch: Microbatch, prox_logprobs, settings: LossSettings):
+    """(sum of per-token losses over the microbatch's response tokens, metrics x tokens)."""
+    logp = target_logprobs(model, microbatch, settings.temperature, settings.logit_chunk)
+    mask = microbatch.loss_mask
+    tokens = mask.sum()
+    if settings.mode == "sft":
+        total = -(logp * mask).sum()
+        return total, {"nll": total, "tokens": tokens}
+    mean, metrics = policy_loss(logp, prox_logprobs, microbatch.behave_logprobs, microbatch.advantages, mask,
+                                eps=settings.eps, eps_high=settings.eps_high, dual_clip=settings.dual_clip,
+                                behave_cap=settings.behave_cap, decoupled=settings.decoupled)
+    # policy_loss returns token means; sums make accumulation over microbatches exact
+    summed = {name: value * tokens for name, value in metrics.items() if name != "tokens"}
+    return mean * tokens, {**summed, "loss": mean * tokens, "tokens": tokens}
+
+
+def build_steps(graphdef, tx: optax.GradientTransformation, schedule: optax.Schedule, settings: LossSettings,
+                state_shardings=None):
+    """(logprobs, accumulate, apply) jitted for this model structure and loss.
+
+    logprobs(params, microbatch) -> [R, L]
+    accumulate(params, grads, microbatch, prox) -> (grads + this microbatch's, its metric sums)  (grads donated)
+    apply(state, grads, metric sums) -> (state, measurements)                               (state donated)"""
+    param_shardings = None if state_shardings is None else state_shardings.params
+
+    def logprobs(params, microbatch):
+        model = nnx.merge(graphdef, params)
+        return target_logprobs(model, microbatch, settings.temperature, settings.logit_chunk)
+
+    def accumulate(params, grads, microbatch, prox):
+        def loss(p):
+            return microbatch_loss(nnx.merge(graphdef, p), microbatch, prox, settings)
+        (_, metrics), new_grads = jax.value_and_grad(loss, has_aux=True)(params)
+        return jax.tree.map(lambda a, g: a + g.astype(a.dtype), grads, new_grads), metrics
+
+    def apply(state: TrainState, grads, metrics):
+        tokens = jnp.maximum(metrics["tokens"], 1.0)
+        grads = jax.tree.map(lambda g: g / tokens, grads)
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        grad_norm = optax.tree.norm(grads)
+        measurements = {name: value / tokens for name, value in metrics.items() if name != "tokens"}
+        loss_name = "nll" if settings.mode == "sft" else "loss"
+        finite = jnp.isfinite(measurements[loss_name]) & jnp.isfinite(grad_norm)
+        # NaN guard: a non-finite loss or gradient leaves parameters and moments untouched
+        keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)  # noqa: E731
+        new_state = TrainState(params=keep(params, state.params), opt_state=keep(opt_state, state.opt_state),
+                               step=state.step + finite.astype(state.step.dtype), version=state.version)
+        measurements.update(tokens=metrics["tokens"], grad_norm=grad_norm, skipped=1.0 - finite.astype(jnp.float32),
+                            update_norm=optax.tree.norm(updates), param_norm=optax.tree.norm(new_state.params),
+                            learning_rate=schedule(state.step))
+        return new_state, measurements
+
+    return (jax.jit(logprobs, in_shardings=(param_shardings, None)),
+            jax.jit(accumulate, donate_argnums=(1,)),
+            jax.jit(apply, donate_argnums=(0,), out_shardings=(state_shardings, None)))
+
+
+def zeros_like_params(params, dtype=jnp.float32):
+    """Gradient accumulator: float32 zeros with the parameters' shardings."""
+    return jax.tree.map(lambda p: jnp.zeros(p.shape, dtype, device=getattr(p, "sharding", None)), params)

@@ -1,0 +1,221 @@
+"""The learner: packing, exact accumulation, the NaN guard, sharding, and exact resume."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from asyncwebrl.learner.checkpoints import CheckpointStore
+from asyncwebrl.learner.learner import Learner, LearnerSettings
+from asyncwebrl.learner.packing import PackingShape, StepRow, pack
+from asyncwebrl.learner.train import LossSettings, OptimizerSettings, target_logprobs
+from asyncwebrl.model import Qwen3VL, preset
+from asyncwebrl.model.inputs import vision_inputs
+from asyncwebrl.model.tokenizer import make_image_processor
+from asyncwebrl.parallel import make_mesh
+
+# The tiny preset's architecture with fewer layers: the learner's mechanics, quicker to compile.
+CONFIG = dataclasses.replace(preset("tiny"), text=dataclasses.replace(preset("tiny").text, num_layers=2),
+                             vision=dataclasses.replace(preset("tiny").vision, depth=1, deepstack_layers=(0,)))
+PROCESSOR = make_image_processor(min_pixels=32 * 32, max_pixels=64 * 64)
+SHAPE = PackingShape(row_length=128, rows_per_microbatch=2, images_per_microbatch=4, patches_per_image=16)
+
+
+def make_rows(count: int, seed: int = 0, version: int = 0) -> list[StepRow]:
+    """Step rows like the agent's: some text, maybe a screenshot, some text; a response."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(count):
+        prompt = list(rng.integers(0, 256, rng.integers(5, 20)))
+        pixels, grids = np.zeros((0, CONFIG.vision.patch_dim), np.float32), np.zeros((0, 3), np.int64)
+        if i % 3 != 2:
+            h, w = [(64, 64), (32, 64), (64, 32)][i % 3]
+            encoded = PROCESSOR(images=[rng.integers(0, 256, (h, w, 3), dtype=np.uint8)], return_tensors="np")
+            pixels, grids = encoded["pixel_values"], encoded["image_grid_thw"]
+            n = int(grids[0].prod()) // 4
+            prompt += [CONFIG.vision_start_token_id] + [CONFIG.image_token_id] * n + [CONFIG.vision_end_token_id]
+        prompt += list(rng.integers(0, 256, rng.integers(3, 10)))
+        response = rng.integers(0, 256, rng.integers(4, 16))
+        rows.append(StepRow(prompt_ids=np.array(prompt, np.int32), response_ids=response.astype(np.int32),
+                            pixel_values=pixels, image_grid_thw=grids,
+                            behave_logprobs=-rng.uniform(4.0, 7.0, len(response)).astype(np.float32),
+                            versions=np.full(len(response), version - rng.integers(0, 3), np.int32),
+                            advantage=float(rng.normal())))
+    return rows
+
+
+def tiny_model(seed: int = 0) -> Qwen3VL:
+    return Qwen3VL(CONFIG, rngs=nnx.Rngs(seed))
+
+
+def settings(**changes) -> LearnerSettings:
+    base = LearnerSettings(packing=SHAPE, optimizer=OptimizerSettings(learning_rate=1e-3, warmup_steps=2,
+                                                                      total_steps=20))
+    return dataclasses.replace(base, **changes)
+
+
+def params_of(learner):
+    return [np.asarray(x) for x in jax.tree.leaves(learner.params)]
+
+
+def test_packed_rows_score_like_rows_alone():
+    """Packing several rows into one sequence changes nothing: attention stays inside a
+    row and positions restart, so each response token's log-prob equals the one computed
+    with the row alone in its own microbatch."""
+    model = tiny_model()
+    rows = make_rows(6, seed=1)
+    packed = pack(rows, SHAPE, CONFIG)
+    assert len(packed) < len(rows)
+    alone_shape = dataclasses.replace(SHAPE, rows_per_microbatch=1)
+    packed_scores = np.concatenate([np.asarray(target_logprobs(model, mb, 1.0, 64))[np.asarray(mb.loss_mask) > 0]
+                                    for mb in packed])
+    alone_scores = []
+    for row in rows:
+        (mb,) = pack([row], alone_shape, CONFIG)
+        alone_scores.append(np.asarray(target_logprobs(model, mb, 1.0, 64))[np.asarray(mb.loss_mask) > 0])
+    # packing reorders rows (longest first); compare as multisets of per-row score vectors
+    assert np.isclose(np.sort(packed_scores), np.sort(np.concatenate(alone_scores)), atol=2e-5).all()
+    assert sum(float(mb.loss_mask.sum()) for mb in packed) == sum(len(r.response_ids) for r in rows)
+
+
+def test_packing_marks_targets_and_rejects_rows_that_do_not_fit():
+    rows = make_rows(1, seed=2)
+    (mb,) = pack(rows, SHAPE, CONFIG)
+    row = rows[0]
+    p, n = len(row.prompt_ids), len(row.response_ids)
+    mask = np.asarray(mb.loss_mask[0])
+    assert np.flatnonzero(mask).tolist() == list(range(p - 1, p - 1 + n))
+    np.testing.assert_array_equal(np.asarray(mb.targets[0, p - 1:p - 1 + n]), row.response_ids)
+    np.testing.assert_array_equal(np.asarray(mb.behave_logprobs[0, p - 1:p - 1 + n]), row.behave_logprobs)
+    assert (np.asarray(mb.inputs.vision_source[0]) >= 0).sum() == int(row.image_grid_thw.prod()) // 4
+    with pytest.raises(ValueError, match="row_length"):
+        pack(rows, dataclasses.replace(SHAPE, row_length=8), CONFIG)
+    with pytest.raises(ValueError, match="patches_per_image"):
+        pack(rows, dataclasses.replace(SHAPE, patches_per_image=4), CONFIG)
+
+
+def test_gradient_accumulation_is_exact():
+    """One minibatch as 1 big microbatch or as many small ones: the same update."""
+    rows = make_rows(8, seed=3)
+    big = Learner(tiny_model(), settings(packing=dataclasses.replace(SHAPE, rows_per_microbatch=8,
+                                                                      images_per_microbatch=8)))
+    small = Learner(tiny_model(), settings(packing=dataclasses.replace(SHAPE, rows_per_microbatch=1)))
+    big_measured, small_measured = big.update(rows), small.update(rows)
+    assert big_measured["microbatches"] == 1 and small_measured["microbatches"] > 2
+    for a, b in zip(params_of(big), params_of(small)):
+        np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-5)
+    for name in ("loss", "clip_ratio", "approx_kl", "grad_norm"):
+        assert abs(big_measured[name] - small_measured[name]) < 1e-5 * max(1.0, abs(big_measured[name])), name
+
+
+def test_rl_update_measures_and_bumps_the_version():
+    learner = Learner(tiny_model(), settings(epochs=2, minibatches=2,
+                                             packing=dataclasses.replace(SHAPE, rows_per_microbatch=1)))
+    before = params_of(learner)
+    rows = make_rows(6, seed=4)
+    measured = learner.update(rows)
+    assert learner.version == 1 and measured["version"] == 1
+    assert measured["optimizer_steps"] == 4 and measured["skipped"] == 0
+    lags = np.concatenate([0 - r.versions for r in rows])
+    assert measured["staleness_mean"] == pytest.approx(lags.mean()) and measured["staleness_max"] == lags.max()
+    assert measured["response_tokens"] == sum(len(r.response_ids) for r in rows)
+    for name in ("loss", "clip_ratio", "behave_cap_ratio", "importance_weight_mean", "approx_kl", "grad_norm",
+                 "update_norm", "param_norm", "learning_rate", "fill"):
+        assert np.isfinite(measured[name]), name
+    assert any(not np.array_equal(a, b) for a, b in zip(before, params_of(learner)))
+
+
+def test_nan_guard_skips_the_update_and_keeps_the_moments():
+    learner = Learner(tiny_model(), settings())
+    rows = make_rows(4, seed=5)
+    rows[0].advantage = float("nan")
+    before = params_of(learner)
+    moments = [np.asarray(x) for x in jax.tree.leaves(learner.state.opt_state)]
+    measured = learner.update(rows)
+    assert measured["skipped"] == 1
+    assert int(learner.state.step) == 0
+    for a, b in zip(before, params_of(learner)):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(moments, [np.asarray(x) for x in jax.tree.leaves(learner.state.opt_state)]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_supervised_mode_learns_the_demonstrations():
+    learner = Learner(tiny_model(), settings(loss=LossSettings(mode="sft")))
+    rows = make_rows(4, seed=6)
+    first = learner.update(rows)["nll"]
+    for _ in range(15):
+        last = learner.update(rows)["nll"]
+    assert last < 0.7 * first
+    assert learner.version == 0  # warm-start steps are not RL updates
+
+
+def test_sharded_update_equals_single_device():
+    """fsdp=4 x tensor=2 on 8 fake CPU devices: two updates give the same parameters as
+    on one device. Sharded sums reduce in another order (float32 rounding), and Adam
+    divides each gradient element by its own magnitude, so a near-zero gradient element can
+    turn a 1e-9 rounding difference into a visible step; Adam's eps = 1e-6 (instead of
+    1e-8) bounds that amplification, and we allow 0.5% of lr (1e-3) absolute."""
+    rows = make_rows(8, seed=7)
+    shape = dataclasses.replace(SHAPE, rows_per_microbatch=4, images_per_microbatch=8)
+    smooth = OptimizerSettings(learning_rate=1e-3, eps=1e-6, warmup_steps=2, total_steps=20)
+    single = Learner(tiny_model(), settings(packing=shape, optimizer=smooth))
+    sharded = Learner(tiny_model(), settings(packing=shape, optimizer=smooth),
+                      mesh=make_mesh({"data": 1, "fsdp": 4, "tensor": 2}))
+    gate = sharded.params["layers"][0]["gate_proj"]["kernel"][...]
+    assert len(gate.sharding.device_set) == 8
+    for _ in range(2):
+        a, b = single.update(rows), sharded.update(rows)
+        assert abs(a["loss"] - b["loss"]) < 1e-5
+    for x, y in zip(params_of(single), params_of(sharded)):
+        np.testing.assert_allclose(x, y, atol=5e-6, rtol=1e-5)
+
+
+def test_resume_from_a_checkpoint_ends_identical(tmp_path):
+    """Train 4 updates, checkpointing after 2; a fresh learner restored from it and run for
+    the remaining 2 ends with bit-identical parameters and optimiser state."""
+    batches = [make_rows(5, seed=10 + i, version=i) for i in range(4)]
+    straight = Learner(tiny_model(), settings(epochs=2, minibatches=2))
+    store = CheckpointStore(tmp_path / "checkpoints", keep=2)
+    for i, rows in enumerate(batches):
+        straight.update(rows)
+        if i == 1:
+            store.save(2, straight.state, {"task_position": 17, "admitted": 9})
+    store.close()
+
+    store = CheckpointStore(tmp_path / "checkpoints", keep=2)
+    resumed = Learner(tiny_model(seed=99), settings(epochs=2, minibatches=2))  # different init: all must come back
+    state, runtime, step = store.restore(resumed.state)
+    resumed.restore(state)
+    assert (step, runtime) == (2, {"task_position": 17, "admitted": 9})
+    assert resumed.version == 2
+    for rows in batches[2:]:
+        resumed.update(rows)
+    for a, b in zip(jax.tree.leaves(straight.state), jax.tree.leaves(resumed.state)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    store.close()
+
+
+def test_restore_onto_another_mesh(tmp_path):
+    learner = Learner(tiny_model(), settings())
+    learner.update(make_rows(3, seed=11))
+    with CheckpointStore(tmp_path / "c") as store:
+        store.save(1, learner.state, {})
+    sharded = Learner(tiny_model(seed=5), settings(), mesh=make_mesh({"fsdp": 4, "tensor": 2}))
+    with CheckpointStore(tmp_path / "c") as store:
+        state, _, _ = store.restore(sharded.state)
+    sharded.restore(state)
+    kernel = sharded.params["layers"][0]["gate_proj"]["kernel"][...]
+    assert len(kernel.sharding.device_set) == 8
+    for a, b in zip(params_of(learner), params_of(sharded)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_vision_inputs_accept_no_images():
+    empty = vision_inputs(np.zeros((0, CONFIG.vision.patch_dim)), np.zeros((0, 3)), CONFIG.vision,
+                          patches_per_image=16, num_images=2)
+    assert empty.patches.shape == (2, 16, CONFIG.vision.patch_dim) and not np.asarray(empty.patch_valid).any()
+    assert jnp.asarray(empty.interp_weight).sum() == 0
