@@ -35,6 +35,7 @@ class LearnerSettings:
     epochs: int = 1
     minibatches: int = 1
     seed: int = 0
+    gradient_dtype: str = "float32"   # the accumulator; "bfloat16" saves memory on big models
 
 
 class Learner:
@@ -75,15 +76,17 @@ class Learner:
             raise ValueError("an update needs at least one step row")
         started = time.perf_counter()
         microbatches = [self._place(mb) for mb in pack(rows, self.settings.packing, self.config)]
+        packed = time.perf_counter()
         rl = self.settings.loss.mode == "rl"
-        prox = [self._logprobs(self.state.params, mb) if rl else None for mb in microbatches]
+        prox = jax.block_until_ready([self._logprobs(self.state.params, mb) if rl else None for mb in microbatches])
+        proximal = time.perf_counter()
         version = self.version
         totals, steps = {}, 0
         for epoch in range(self.settings.epochs):
             order = np.random.default_rng((self.settings.seed, int(self.state.step), epoch)).permutation(
                 len(microbatches))
             for chunk in np.array_split(order, min(self.settings.minibatches, len(order))):
-                grads = zeros_like_params(self.state.params)
+                grads = zeros_like_params(self.state.params, self.settings.gradient_dtype)
                 metrics = None
                 for i in chunk:
                     grads, new = self._accumulate(self.state.params, grads, microbatches[i], prox[i])
@@ -99,7 +102,7 @@ class Learner:
             self._batch_facts(rows, microbatches, version),
             skipped=totals["skipped"], optimizer_steps=steps, param_norm=float(measured["param_norm"]),
             learning_rate=float(measured["learning_rate"]), version=self.version,
-            seconds=time.perf_counter() - started)
+            seconds=time.perf_counter() - started, pack_seconds=packed - started, prox_seconds=proximal - packed)
         return measurements
 
     def _batch_facts(self, rows: list[StepRow], microbatches: list[Microbatch], version: int) -> dict:

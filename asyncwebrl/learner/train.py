@@ -152,6 +152,6 @@ def build_steps(graphdef, tx: optax.GradientTransformation, schedule: optax.Sche
             jax.jit(apply, donate_argnums=(0,), out_shardings=(state_shardings, None)))
 
 
-def zeros_like_params(params, dtype=jnp.float32):
-    """Gradient accumulator: float32 zeros with the parameters' shardings."""
-    return jax.tree.map(lambda p: jnp.zeros(p.shape, dtype, device=getattr(p, "sharding", None)), params)
+def zeros_like_params(params, dtype="float32"):
+    """Gradient accumulator: zeros of `dtype` with the parameters' shapes and shardings."""
+    return jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.dtype(dtype), device=getattr(p, "sharding", None)), params)

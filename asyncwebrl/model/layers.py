@@ -4,7 +4,7 @@ Every parameter carries `axes`: its logical axis names (embed, mlp, heads, kv_he
 head_dim, vocab, ...). asyncwebrl.parallel maps them onto a mesh per role (learner:
 FSDP x tensor; sampler: tensor only), so the model itself never names a device axis.
 
-Precision: parameters are stored in `param_dtype`; matmuls run in `dtype` (bf16 on
+Compute: parameters are stored in `param_dtype`; matmuls run in `dtype` (bf16 on
 accelerators); norms, softmax and rotary angles run in float32, as transformers does.
 """
 
@@ -22,9 +22,10 @@ MASKED = -1e30   # finite, so a fully masked (padding) row gives a uniform softm
 
 
 @dataclasses.dataclass(frozen=True)
-class Precision:
+class Compute:
     dtype: jnp.dtype = jnp.float32        # compute
     param_dtype: jnp.dtype = jnp.float32  # storage
+    attention: str = "xla"                # "xla" or "pallas" (see the module docstring)
 
 
 class Einsum(nnx.Module):
@@ -33,17 +34,17 @@ class Einsum(nnx.Module):
     `spec` names every axis, e.g. 'btd,dnh->btnh'; the kernel has `shape` and logical
     `axes`; the bias (if any) has the output's trailing kernel dimensions."""
 
-    def __init__(self, spec: str, shape, axes, *, bias: bool = False, precision: Precision, rngs: nnx.Rngs):
+    def __init__(self, spec: str, shape, axes, *, bias: bool = False, compute: Compute, rngs: nnx.Rngs):
         self.spec = spec
-        self.dtype = precision.dtype
+        self.dtype = compute.dtype
         init = jax.random.normal(rngs.params(), shape, jnp.float32) * INIT_STD
-        self.kernel = nnx.Param(init.astype(precision.param_dtype), axes=tuple(axes))
+        self.kernel = nnx.Param(init.astype(compute.param_dtype), axes=tuple(axes))
         self.bias = nnx.data(None)  # declared as data, so a Param may take its place
         if bias:
             out_axes = spec.split("->")[1]
             kernel_axes = spec.split(",")[1].split("->")[0]
             trailing = [i for i, name in enumerate(kernel_axes) if name in out_axes]
-            self.bias = nnx.Param(jnp.zeros([shape[i] for i in trailing], precision.param_dtype),
+            self.bias = nnx.Param(jnp.zeros([shape[i] for i in trailing], compute.param_dtype),
                                   axes=tuple(axes[i] for i in trailing))
 
     def __call__(self, x):
@@ -54,10 +55,10 @@ class Einsum(nnx.Module):
 
 
 class RMSNorm(nnx.Module):
-    def __init__(self, size: int, axis_name: str, *, eps: float, precision: Precision):
+    def __init__(self, size: int, axis_name: str, *, eps: float, compute: Compute):
         self.eps = eps
-        self.dtype = precision.dtype
-        self.scale = nnx.Param(jnp.ones((size,), precision.param_dtype), axes=(axis_name,))
+        self.dtype = compute.dtype
+        self.scale = nnx.Param(jnp.ones((size,), compute.param_dtype), axes=(axis_name,))
 
     def __call__(self, x):
         x32 = x.astype(jnp.float32)
@@ -66,11 +67,11 @@ class RMSNorm(nnx.Module):
 
 
 class LayerNorm(nnx.Module):
-    def __init__(self, size: int, axis_name: str, *, eps: float = 1e-6, precision: Precision):
+    def __init__(self, size: int, axis_name: str, *, eps: float = 1e-6, compute: Compute):
         self.eps = eps
-        self.dtype = precision.dtype
-        self.scale = nnx.Param(jnp.ones((size,), precision.param_dtype), axes=(axis_name,))
-        self.bias = nnx.Param(jnp.zeros((size,), precision.param_dtype), axes=(axis_name,))
+        self.dtype = compute.dtype
+        self.scale = nnx.Param(jnp.ones((size,), compute.param_dtype), axes=(axis_name,))
+        self.bias = nnx.Param(jnp.zeros((size,), compute.param_dtype), axes=(axis_name,))
 
     def __call__(self, x):
         x32 = x.astype(jnp.float32)
@@ -109,6 +110,30 @@ def attention(q, k, v, allowed):
     weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
     out = jnp.einsum("bkgts,bskh->btkgh", weights, v)
     return out.reshape(b, t, n, h)
+
+
+ATTENTION_IMPLEMENTATIONS = ("xla", "pallas")
+
+
+def segment_attention(q, k, v, segment_ids, *, causal: bool, implementation: str = "xla"):
+    """Self-attention where position t sees position s iff they share a segment id (and
+    s <= t when causal). q: [B, T, N, H]; k, v: [B, T, K, H]; segment_ids: [B, T] int32.
+
+    Padding (segment 0) attends to padding only: its outputs are finite and unused."""
+    if implementation == "xla":
+        same = segment_ids[:, :, None] == segment_ids[:, None, :]
+        if causal:
+            index = jnp.arange(q.shape[1])
+            same = same & (index[None, None, :] <= index[None, :, None])
+        return attention(q, k, v, same)
+    if implementation == "pallas":
+        from jax.experimental.pallas.ops.gpu.attention import mha  # GPU kernel; imported only when asked for
+
+        groups = q.shape[2] // k.shape[2]
+        k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
+        return mha(q, k.astype(q.dtype), v.astype(q.dtype), segment_ids.astype(jnp.int32), sm_scale=q.shape[-1] ** -0.5,
+                   causal=causal, interpret=jax.default_backend() == "cpu")
+    raise ValueError(f"attention implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {implementation!r}")
 
 
 def gelu_tanh(x):

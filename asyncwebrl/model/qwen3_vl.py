@@ -16,37 +16,42 @@ from flax import nnx
 
 from asyncwebrl.model.config import ModelConfig
 from asyncwebrl.model.inputs import ModelInputs, from_hf_kwargs
-from asyncwebrl.model.layers import INIT_STD, Einsum, Precision, RMSNorm
+from asyncwebrl.model.layers import ATTENTION_IMPLEMENTATIONS, INIT_STD, Compute, Einsum, RMSNorm
 from asyncwebrl.model.text import DecoderLayer, KVCache, mrope_angles
 from asyncwebrl.model.vision import VisionTower
 
 REMAT_POLICIES = {
     "none": None,
     "full": jax.checkpoint_policies.nothing_saveable,
-    # keep matmul outputs that have no batch dimension (weights-only products), recompute the rest
+    # keep every projection's output (no recomputed matmuls; the most memory)
     "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    # keep only the SwiGLU gate and up projections: 2/3 of the MLP's matmuls (the bulk of a
+    # layer's FLOPs) are not recomputed, for 2 x intermediate_size values per token and layer
+    "mlp": jax.checkpoint_policies.save_only_these_names("mlp_gate", "mlp_up"),
 }
 
 
 class Qwen3VL(nnx.Module):
     def __init__(self, config: ModelConfig, *, dtype=jnp.float32, param_dtype=jnp.float32, remat: str = "none",
-                 rngs: nnx.Rngs):
+                 attention: str = "xla", rngs: nnx.Rngs):
         if remat not in REMAT_POLICIES:
             raise ValueError(f"remat must be one of {sorted(REMAT_POLICIES)}, got {remat!r}")
+        if attention not in ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(f"attention must be one of {ATTENTION_IMPLEMENTATIONS}, got {attention!r}")
         self.config = config
         self.remat = remat
-        precision = Precision(dtype=jnp.dtype(dtype), param_dtype=jnp.dtype(param_dtype))
-        self.dtype = precision.dtype
+        compute = Compute(dtype=jnp.dtype(dtype), param_dtype=jnp.dtype(param_dtype), attention=attention)
+        self.dtype = compute.dtype
         text = config.text
         table = jax.random.normal(rngs.params(), (text.vocab_size, text.hidden_size), jnp.float32) * INIT_STD
-        self.embed = nnx.Param(table.astype(precision.param_dtype), axes=("vocab", "embed"))
-        self.visual = VisionTower(config.vision, precision, rngs)
-        self.layers = nnx.List([DecoderLayer(text, precision, rngs) for _ in range(text.num_layers)])
-        self.norm = RMSNorm(text.hidden_size, "embed", eps=text.rms_norm_eps, precision=precision)
+        self.embed = nnx.Param(table.astype(compute.param_dtype), axes=("vocab", "embed"))
+        self.visual = VisionTower(config.vision, compute, rngs, remat_policy=REMAT_POLICIES[remat])
+        self.layers = nnx.List([DecoderLayer(text, compute, rngs) for _ in range(text.num_layers)])
+        self.norm = RMSNorm(text.hidden_size, "embed", eps=text.rms_norm_eps, compute=compute)
         self.lm_head = nnx.data(None)  # tied: the logits reuse the embedding table
         if not config.tie_word_embeddings:
             self.lm_head = Einsum("btd,dv->btv", (text.hidden_size, text.vocab_size), ("embed", "vocab"),
-                                  precision=precision, rngs=rngs)
+                                  compute=compute, rngs=rngs)
 
     # ------------------------------------------------------------ entry points
 
@@ -79,13 +84,13 @@ class Qwen3VL(nnx.Module):
         x, deepstack = self.embed_inputs(inputs)
         angles = mrope_angles(inputs.positions, self.config.text)
         if cache is None:
-            allowed, starts = self_attention_mask(inputs.segment_ids), None
+            mask, starts = inputs.segment_ids, None
         else:
-            allowed, starts = cache_attention_mask(inputs.segment_ids, cache), cache.lengths
+            mask, starts = cache_attention_mask(inputs.segment_ids, cache), cache.lengths
         new_keys, new_values = [], []
         for index, layer in enumerate(self.layers):
             cache_kv = None if cache is None else (cache.keys[index], cache.values[index])
-            x, cache_kv = self._run_layer(layer, x, angles, allowed, cache_kv, starts)
+            x, cache_kv = self._run_layer(layer, x, angles, mask, cache_kv, starts)
             if cache_kv is not None:
                 new_keys.append(cache_kv[0])
                 new_values.append(cache_kv[1])
@@ -96,11 +101,11 @@ class Qwen3VL(nnx.Module):
                             lengths=cache.lengths + (inputs.segment_ids != 0).sum(-1).astype(jnp.int32))
         return self.norm(x), cache
 
-    def _run_layer(self, layer, x, angles, allowed, cache_kv, starts):
-        policy = REMAT_POLICIES[self.remat]
-        if policy is None:
-            return layer(x, angles, allowed, cache_kv, starts)
-        return nnx.remat(lambda lyr, *args: lyr(*args), policy=policy)(layer, x, angles, allowed, cache_kv, starts)
+    def _run_layer(self, layer, x, angles, mask, cache_kv, starts):
+        if self.remat == "none":
+            return layer(x, angles, mask, cache_kv, starts)
+        run = nnx.remat(lambda lyr, *args: lyr(*args), policy=REMAT_POLICIES[self.remat])
+        return run(layer, x, angles, mask, cache_kv, starts)
 
     def embed_inputs(self, inputs: ModelInputs):
         """Token embeddings with vision tokens placed at the image placeholders, and the
@@ -125,13 +130,6 @@ class Qwen3VL(nnx.Module):
             return jnp.einsum("btd,vd->btv", hidden, table, preferred_element_type=jnp.float32)
         kernel = self.lm_head.kernel[...].astype(self.dtype)
         return jnp.einsum("btd,dv->btv", hidden, kernel, preferred_element_type=jnp.float32)
-
-
-def self_attention_mask(segment_ids):
-    """[B, L] -> [B, L, L]: causal, inside one non-padding segment."""
-    index = jnp.arange(segment_ids.shape[1])
-    same = (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, None, :] != 0)
-    return same & (index[None, None, :] <= index[None, :, None])
 
 
 def cache_attention_mask(segment_ids, cache: KVCache):

@@ -7,9 +7,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from flax import nnx, struct
+from jax.ad_checkpoint import checkpoint_name
 
 from asyncwebrl.model.config import TextConfig
-from asyncwebrl.model.layers import Einsum, Precision, RMSNorm, attention, inverse_frequencies, rotate
+from asyncwebrl.model.layers import Compute, Einsum, RMSNorm, attention, inverse_frequencies, rotate, segment_attention
 
 
 def mrope_angles(positions, cfg: TextConfig):
@@ -51,45 +52,49 @@ def write_rows(buffer, new, starts):
 
 
 class Attention(nnx.Module):
-    def __init__(self, cfg: TextConfig, precision: Precision, rngs: nnx.Rngs):
+    def __init__(self, cfg: TextConfig, compute: Compute, rngs: nnx.Rngs):
         d, n, k, h = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        self.q_proj = Einsum("btd,dnh->btnh", (d, n, h), ("embed", "heads", "head_dim"), precision=precision, rngs=rngs)
-        self.k_proj = Einsum("btd,dkh->btkh", (d, k, h), ("embed", "kv_heads", "head_dim"), precision=precision,
+        self.implementation = compute.attention
+        self.q_proj = Einsum("btd,dnh->btnh", (d, n, h), ("embed", "heads", "head_dim"), compute=compute, rngs=rngs)
+        self.k_proj = Einsum("btd,dkh->btkh", (d, k, h), ("embed", "kv_heads", "head_dim"), compute=compute,
                              rngs=rngs)
-        self.v_proj = Einsum("btd,dkh->btkh", (d, k, h), ("embed", "kv_heads", "head_dim"), precision=precision,
+        self.v_proj = Einsum("btd,dkh->btkh", (d, k, h), ("embed", "kv_heads", "head_dim"), compute=compute,
                              rngs=rngs)
-        self.o_proj = Einsum("btnh,nhd->btd", (n, h, d), ("heads", "head_dim", "embed"), precision=precision,
+        self.o_proj = Einsum("btnh,nhd->btd", (n, h, d), ("heads", "head_dim", "embed"), compute=compute,
                              rngs=rngs)
-        self.q_norm = RMSNorm(h, "head_dim", eps=cfg.rms_norm_eps, precision=precision)
-        self.k_norm = RMSNorm(h, "head_dim", eps=cfg.rms_norm_eps, precision=precision)
+        self.q_norm = RMSNorm(h, "head_dim", eps=cfg.rms_norm_eps, compute=compute)
+        self.k_norm = RMSNorm(h, "head_dim", eps=cfg.rms_norm_eps, compute=compute)
 
-    def __call__(self, x, angles, allowed, cache_kv=None, cache_starts=None):
-        """x: [B, T, D]; angles: [B, T, head_dim/2]; allowed: [B, T, S].
+    def __call__(self, x, angles, mask, cache_kv=None, cache_starts=None):
+        """x: [B, T, D]; angles: [B, T, head_dim/2].
 
-        Without a cache S = T. With one, this step's keys and values are written into the
-        cache rows at `cache_starts` first and attention runs over all S cache slots."""
+        Without a cache, mask is the segment ids [B, T] (causal attention inside a segment).
+        With one, this step's keys and values are written into the cache rows at
+        `cache_starts` first, and mask is [B, T, S]: which cache slots each token sees."""
         q = rotate(self.q_norm(self.q_proj(x)), angles)
         k = rotate(self.k_norm(self.k_proj(x)), angles)
         v = self.v_proj(x)
-        if cache_kv is not None:
-            k = write_rows(cache_kv[0], k, cache_starts)
-            v = write_rows(cache_kv[1], v, cache_starts)
-            cache_kv = (k, v)
-        return self.o_proj(attention(q, k.astype(q.dtype), v.astype(q.dtype), allowed)), cache_kv
+        if cache_kv is None:
+            return self.o_proj(segment_attention(q, k, v, mask, causal=True, implementation=self.implementation)), None
+        k = write_rows(cache_kv[0], k, cache_starts)
+        v = write_rows(cache_kv[1], v, cache_starts)
+        return self.o_proj(attention(q, k.astype(q.dtype), v.astype(q.dtype), mask)), (k, v)
 
 
 class DecoderLayer(nnx.Module):
-    def __init__(self, cfg: TextConfig, precision: Precision, rngs: nnx.Rngs):
+    def __init__(self, cfg: TextConfig, compute: Compute, rngs: nnx.Rngs):
         d, f = cfg.hidden_size, cfg.intermediate_size
-        self.input_norm = RMSNorm(d, "embed", eps=cfg.rms_norm_eps, precision=precision)
-        self.attn = Attention(cfg, precision, rngs)
-        self.post_attention_norm = RMSNorm(d, "embed", eps=cfg.rms_norm_eps, precision=precision)
-        self.gate_proj = Einsum("btd,df->btf", (d, f), ("embed", "mlp"), precision=precision, rngs=rngs)
-        self.up_proj = Einsum("btd,df->btf", (d, f), ("embed", "mlp"), precision=precision, rngs=rngs)
-        self.down_proj = Einsum("btf,fd->btd", (f, d), ("mlp", "embed"), precision=precision, rngs=rngs)
+        self.input_norm = RMSNorm(d, "embed", eps=cfg.rms_norm_eps, compute=compute)
+        self.attn = Attention(cfg, compute, rngs)
+        self.post_attention_norm = RMSNorm(d, "embed", eps=cfg.rms_norm_eps, compute=compute)
+        self.gate_proj = Einsum("btd,df->btf", (d, f), ("embed", "mlp"), compute=compute, rngs=rngs)
+        self.up_proj = Einsum("btd,df->btf", (d, f), ("embed", "mlp"), compute=compute, rngs=rngs)
+        self.down_proj = Einsum("btf,fd->btd", (f, d), ("mlp", "embed"), compute=compute, rngs=rngs)
 
-    def __call__(self, x, angles, allowed, cache_kv=None, cache_starts=None):
-        attended, cache_kv = self.attn(self.input_norm(x), angles, allowed, cache_kv, cache_starts)
+    def __call__(self, x, angles, mask, cache_kv=None, cache_starts=None):
+        attended, cache_kv = self.attn(self.input_norm(x), angles, mask, cache_kv, cache_starts)
         x = x + attended
         h = self.post_attention_norm(x)
-        return x + self.down_proj(jax.nn.silu(self.gate_proj(h)) * self.up_proj(h)), cache_kv
+        gate = checkpoint_name(self.gate_proj(h), "mlp_gate")  # names for the "mlp" remat policy
+        up = checkpoint_name(self.up_proj(h), "mlp_up")
+        return x + self.down_proj(jax.nn.silu(gate) * up), cache_kv

@@ -12,28 +12,29 @@ from flax import nnx
 
 from asyncwebrl.model.config import VisionConfig
 from asyncwebrl.model.inputs import VisionInputs
-from asyncwebrl.model.layers import Einsum, LayerNorm, Precision, attention, gelu_exact, gelu_tanh, inverse_frequencies, rotate
+from asyncwebrl.model.layers import Compute, Einsum, LayerNorm, gelu_exact, gelu_tanh, inverse_frequencies, rotate, segment_attention
 
 
 class VisionBlock(nnx.Module):
-    def __init__(self, cfg: VisionConfig, precision: Precision, rngs: nnx.Rngs):
+    def __init__(self, cfg: VisionConfig, compute: Compute, rngs: nnx.Rngs):
         d, n, h, f = cfg.hidden_size, cfg.num_heads, cfg.head_dim, cfg.intermediate_size
-        self.norm1 = LayerNorm(d, "vision_embed", precision=precision)
+        self.attention = compute.attention
+        self.norm1 = LayerNorm(d, "vision_embed", compute=compute)
         self.qkv = Einsum("ipd,dcnh->ipcnh", (d, 3, n, h), ("vision_embed", None, "vision_heads", "head_dim"),
-                          bias=True, precision=precision, rngs=rngs)
+                          bias=True, compute=compute, rngs=rngs)
         self.proj = Einsum("ipnh,nhd->ipd", (n, h, d), ("vision_heads", "head_dim", "vision_embed"),
-                           bias=True, precision=precision, rngs=rngs)
-        self.norm2 = LayerNorm(d, "vision_embed", precision=precision)
-        self.fc1 = Einsum("ipd,df->ipf", (d, f), ("vision_embed", "vision_mlp"), bias=True, precision=precision,
+                           bias=True, compute=compute, rngs=rngs)
+        self.norm2 = LayerNorm(d, "vision_embed", compute=compute)
+        self.fc1 = Einsum("ipd,df->ipf", (d, f), ("vision_embed", "vision_mlp"), bias=True, compute=compute,
                           rngs=rngs)
-        self.fc2 = Einsum("ipf,fd->ipd", (f, d), ("vision_mlp", "vision_embed"), bias=True, precision=precision,
+        self.fc2 = Einsum("ipf,fd->ipd", (f, d), ("vision_mlp", "vision_embed"), bias=True, compute=compute,
                           rngs=rngs)
 
-    def __call__(self, x, angles, allowed):
-        """x: [I, P, D]; angles: [I, P, head_dim/2]; allowed: [I, P, P]."""
+    def __call__(self, x, angles, valid):
+        """x: [I, P, D]; angles: [I, P, head_dim/2]; valid: [I, P] int32 (1 = a real patch)."""
         qkv = self.qkv(self.norm1(x))
         q, k, v = rotate(qkv[:, :, 0], angles), rotate(qkv[:, :, 1], angles), qkv[:, :, 2]
-        x = x + self.proj(attention(q, k, v, allowed))
+        x = x + self.proj(segment_attention(q, k, v, valid, causal=False, implementation=self.attention))
         return x + self.fc2(gelu_tanh(self.fc1(self.norm2(x))))
 
 
@@ -43,16 +44,16 @@ class PatchMerger(nnx.Module):
     The final merger normalises each patch before concatenating; the DeepStack mergers
     normalise the concatenated block ("post-shuffle")."""
 
-    def __init__(self, cfg: VisionConfig, *, postshuffle_norm: bool, precision: Precision, rngs: nnx.Rngs):
+    def __init__(self, cfg: VisionConfig, *, postshuffle_norm: bool, compute: Compute, rngs: nnx.Rngs):
         d, unit = cfg.hidden_size, cfg.merge_unit
         self.unit = unit
         self.postshuffle_norm = postshuffle_norm
         self.norm = LayerNorm(d * unit if postshuffle_norm else d, "vision_merged" if postshuffle_norm else "vision_embed",
-                              precision=precision)
+                              compute=compute)
         self.fc1 = Einsum("imc,cf->imf", (d * unit, d * unit), ("vision_merged", "vision_mlp"), bias=True,
-                          precision=precision, rngs=rngs)
+                          compute=compute, rngs=rngs)
         self.fc2 = Einsum("imf,fe->ime", (d * unit, cfg.out_hidden_size), ("vision_mlp", "embed"), bias=True,
-                          precision=precision, rngs=rngs)
+                          compute=compute, rngs=rngs)
 
     def __call__(self, x):
         """x: [I, P, D] -> [I, P / unit, out_hidden]."""
@@ -66,18 +67,19 @@ class PatchMerger(nnx.Module):
 
 
 class VisionTower(nnx.Module):
-    def __init__(self, cfg: VisionConfig, precision: Precision, rngs: nnx.Rngs):
+    def __init__(self, cfg: VisionConfig, compute: Compute, rngs: nnx.Rngs, remat_policy=None):
         self.cfg = cfg
+        self.remat_policy = remat_policy
         d = cfg.hidden_size
         self.patch_embed = Einsum("ipc,cd->ipd", (cfg.patch_dim, d), ("patch", "vision_embed"), bias=True,
-                                  precision=precision, rngs=rngs)
+                                  compute=compute, rngs=rngs)
         table = jnp.zeros((cfg.num_position_embeddings, d), jnp.float32)
-        self.pos_embed = nnx.Param(table.astype(precision.param_dtype), axes=(None, "vision_embed"))
-        self.blocks = nnx.List([VisionBlock(cfg, precision, rngs) for _ in range(cfg.depth)])
-        self.merger = PatchMerger(cfg, postshuffle_norm=False, precision=precision, rngs=rngs)
-        self.deepstack_mergers = nnx.List([PatchMerger(cfg, postshuffle_norm=True, precision=precision, rngs=rngs)
+        self.pos_embed = nnx.Param(table.astype(compute.param_dtype), axes=(None, "vision_embed"))
+        self.blocks = nnx.List([VisionBlock(cfg, compute, rngs) for _ in range(cfg.depth)])
+        self.merger = PatchMerger(cfg, postshuffle_norm=False, compute=compute, rngs=rngs)
+        self.deepstack_mergers = nnx.List([PatchMerger(cfg, postshuffle_norm=True, compute=compute, rngs=rngs)
                                            for _ in cfg.deepstack_layers])
-        self.dtype = precision.dtype
+        self.dtype = compute.dtype
 
     def rotary_angles(self, rope_hw):
         """[I, P, 2] patch (row, col) -> [I, P, head_dim/2]: row angles then column angles."""
@@ -92,10 +94,13 @@ class VisionTower(nnx.Module):
         table = self.pos_embed[...][vision.interp_index].astype(jnp.float32)      # [I, P, 4, D]
         x = x + jnp.einsum("ipkd,ipk->ipd", table, vision.interp_weight).astype(x.dtype)
         angles = self.rotary_angles(vision.rope_hw)
-        allowed = vision.patch_valid[:, :, None] & vision.patch_valid[:, None, :]
+        valid = vision.patch_valid.astype(jnp.int32)
+        run = lambda blk, *args: blk(*args)  # noqa: E731
+        if self.remat_policy is not None:
+            run = nnx.remat(run, policy=self.remat_policy)
         deepstack = []
         for index, block in enumerate(self.blocks):
-            x = block(x, angles, allowed)
+            x = run(block, x, angles, valid)
             if index in self.cfg.deepstack_layers:
                 deepstack.append(self.deepstack_mergers[self.cfg.deepstack_layers.index(index)](x))
         return self.merger(x), deepstack

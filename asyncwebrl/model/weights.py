@@ -186,16 +186,17 @@ def abstract_model(config: ModelConfig, **model_kwargs) -> Qwen3VL:
 
 
 def load_pretrained(path, dtype=jnp.float32, *, compute_dtype=None, mesh=None, rules=None,
-                    remat: str = "none") -> Qwen3VL:
+                    remat: str = "none", attention: str = "xla") -> Qwen3VL:
     """A Qwen3VL with a local Hugging Face checkpoint's weights.
 
-    dtype: parameter storage dtype; compute_dtype: matmul dtype (default: dtype).
+    dtype: parameter storage dtype; compute_dtype: matmul dtype (default: dtype);
+    remat and attention as in Qwen3VL.
     mesh + rules (asyncwebrl.parallel): each parameter is built shard by shard on its
     NamedSharding; without a mesh everything goes to the default device."""
     from asyncwebrl.parallel import param_shardings  # the model package stays importable without a mesh
 
     config = read_config(path)
-    model = abstract_model(config, dtype=compute_dtype or dtype, param_dtype=dtype, remat=remat)
+    model = abstract_model(config, dtype=compute_dtype or dtype, param_dtype=dtype, remat=remat, attention=attention)
     graphdef, state = nnx.split(model)
     if mesh is not None:
         shardings = nnx.to_flat_state(param_shardings(state, mesh, rules))
