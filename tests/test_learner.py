@@ -219,3 +219,15 @@ def test_vision_inputs_accept_no_images():
                           patches_per_image=16, num_images=2)
     assert empty.patches.shape == (2, 16, CONFIG.vision.patch_dim) and not np.asarray(empty.patch_valid).any()
     assert jnp.asarray(empty.interp_weight).sum() == 0
+
+
+def test_a_response_that_spells_an_image_pad_is_text():
+    """The policy may write any token id, the image placeholder's included: in a response
+    it is an ordinary token, never a request for an image."""
+    row = make_rows(1, seed=12)[0]
+    row.response_ids = row.response_ids.copy()
+    row.response_ids[1] = CONFIG.image_token_id
+    (mb,) = pack([row], SHAPE, CONFIG)
+    p = len(row.prompt_ids)
+    assert int(mb.inputs.vision_source[0, p + 1]) == -1
+    assert (np.asarray(mb.inputs.vision_source[0]) >= 0).sum() == int(row.image_grid_thw.prod()) // 4

@@ -74,6 +74,17 @@ def with_images(text_before, grids, text_between=b" and ", text_after=b" Action:
     return ids + list(text_after)
 
 
+def padded(rows, side="right"):
+    """Token rows -> (ids [n, longest] padded with PAD, attention mask)."""
+    length = max(map(len, rows))
+    ids = np.full((len(rows), length), PAD)
+    mask = np.zeros((len(rows), length), np.int64)
+    for i, row in enumerate(rows):
+        span = slice(length - len(row), length) if side == "left" else slice(0, len(row))
+        ids[i, span], mask[i, span] = row, 1
+    return ids, mask
+
+
 def reference_logits(reference, **kwargs):
     tensors = {k: torch.as_tensor(np.asarray(v)) for k, v in kwargs.items() if v is not None}
     with torch.no_grad():
@@ -119,12 +130,7 @@ def test_padded_batch(pair, side):
     pixels, grids = image_batch([(64, 64), (96, 128)], seed=2)
     rows = [with_images(b"first ", grids[:1]), [BOS] + list(b"a text-only row"),
             with_images(b"third row, longer text ", grids[1:])]
-    length = max(map(len, rows))
-    ids = np.full((3, length), PAD)
-    mask = np.zeros((3, length), np.int64)
-    for i, row in enumerate(rows):
-        span = slice(length - len(row), length) if side == "left" else slice(0, len(row))
-        ids[i, span], mask[i, span] = row, 1
+    ids, mask = padded(rows, side)
     compare(reference, model, mask=mask, input_ids=ids, pixel_values=pixels, image_grid_thw=grids,
             mm_token_type_ids=(ids == IMG).astype(np.int64))
 
@@ -229,11 +235,7 @@ def test_sharded_forward_equals_single_device(pair, rules):
 
     pixels, grids = image_batch([(96, 96), (64, 128)], seed=5)
     rows = [with_images(b"a ", grids[:1]), with_images(b"bb ", grids[1:])]
-    length = max(map(len, rows))
-    ids = np.full((2, length), PAD)
-    mask = np.zeros((2, length), np.int64)
-    for i, row in enumerate(rows):
-        ids[i, :len(row)], mask[i, :len(row)] = row, 1
+    ids, mask = padded(rows)
     inputs = model_inputs.from_hf_kwargs(single.config, ids, mask, pixels, grids, (ids == IMG).astype(np.int64))
 
     forward = nnx.jit(lambda m, x: m.forward(x))
@@ -311,11 +313,7 @@ def test_pallas_attention_matches_xla(pair):
     fused = load_pretrained(directory, attention="pallas")
     pixels, grids = image_batch([(64, 64), (64, 96)], seed=8)
     rows = [with_images(b"x ", grids[:1]), with_images(b"yy ", grids[1:])]
-    length = max(map(len, rows))
-    ids = np.full((2, length), PAD)
-    mask = np.zeros((2, length), np.int64)
-    for i, row in enumerate(rows):
-        ids[i, :len(row)], mask[i, :len(row)] = row, 1
+    ids, mask = padded(rows)
     inputs = model_inputs.from_hf_kwargs(model.config, ids, mask, pixels, grids, (ids == IMG).astype(np.int64))
     keep = mask.astype(bool)
 
@@ -330,3 +328,15 @@ def test_pallas_attention_matches_xla(pair):
     np.testing.assert_allclose(actual, expected, atol=TOLERANCE, rtol=0)
     for a, b in zip(actual_grads, expected_grads):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-4, rtol=1e-3)
+
+
+def test_load_pretrained_reads_a_sharded_checkpoint(pair, tmp_path):
+    """transformers splits big checkpoints into several files plus an index; the loader
+    follows the index and gives the same model."""
+    reference, model, _ = pair
+    reference.save_pretrained(tmp_path, max_shard_size="100KB")
+    assert (tmp_path / "model.safetensors.index.json").exists()
+    assert len(list(tmp_path.glob("model-*.safetensors"))) > 2
+    sharded = load_pretrained(tmp_path)
+    for a, b in zip(jax.tree.leaves(nnx.state(model)), jax.tree.leaves(nnx.state(sharded))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

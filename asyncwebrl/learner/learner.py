@@ -6,7 +6,9 @@
     params = learner.params                  # what the sampler gets
 
 Rows are packed into fixed-shape microbatches (packing.py); each minibatch is a list of
-whole microbatches whose gradients are summed and divided by its response-token count.
+whole microbatches whose gradients are summed and divided by its response-token count
+(so an update has at most as many minibatches as it has microbatches; `optimizer_steps`
+in the measurements says how many it took).
 The microbatch order is shuffled per epoch by a generator seeded from (seed, step), so a
 run restored from a checkpoint replays exactly.
 """
@@ -36,6 +38,12 @@ class LearnerSettings:
     minibatches: int = 1
     seed: int = 0
     gradient_dtype: str = "float32"   # the accumulator; "bfloat16" saves memory on big models
+
+    def __post_init__(self):
+        if self.epochs < 1 or self.minibatches < 1:
+            raise ValueError(f"epochs and minibatches must be >= 1, got {self.epochs} and {self.minibatches}")
+        if self.loss.mode not in ("rl", "sft"):
+            raise ValueError(f"loss.mode must be 'rl' or 'sft', got {self.loss.mode!r}")
 
 
 class Learner:

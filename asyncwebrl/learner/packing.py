@@ -128,7 +128,8 @@ def _assemble(sequences: list[list[StepRow]], shape: PackingShape, config: Model
         for segment, row in enumerate(sequence, start=1):
             ids = np.concatenate([row.prompt_ids, row.response_ids]).astype(np.int32)
             span = slice(offset, offset + len(ids))
-            types = (ids == config.image_token_id).astype(np.int32) * IMAGE
+            types = np.zeros(len(ids), np.int32)  # a response is text, even if it spells an image pad
+            types[:len(row.prompt_ids)] = (row.prompt_ids == config.image_token_id) * IMAGE
             tokens[r, span], segments[r, span] = ids, segment
             positions[:, r, span], _ = sequence_positions(types, row.image_grid_thw, config.vision.spatial_merge_size)
             image_slots = np.flatnonzero(types)

@@ -39,6 +39,13 @@ class VisionInputs:
 
 
 @struct.dataclass
+class VisionFeatures:
+    """The vision tower's output for some images, flattened over images."""
+    tokens: jnp.ndarray         # [N, D_text]: language-model tokens of the images
+    deepstack: tuple = ()       # one [N, D_text] per DeepStack layer
+
+
+@struct.dataclass
 class ModelInputs:
     tokens: jnp.ndarray         # [B, L] int32
     positions: jnp.ndarray      # [3, B, L] int32: (t, h, w) rotary positions
@@ -189,8 +196,10 @@ def from_hf_kwargs(config: ModelConfig, input_ids, attention_mask=None, pixel_va
     if has_images and (image_grid_thw is None or mm_token_type_ids is None):
         raise ValueError("pixel_values need image_grid_thw and mm_token_type_ids (1 at image placeholders)")
     types = np.zeros_like(ids) if mm_token_type_ids is None else _numpy(mm_token_type_ids).astype(np.int32)
-    if (types == IMAGE).any() != has_images or ((types == IMAGE) != (ids == config.image_token_id)).any():
-        raise ValueError("mm_token_type_ids must be 1 exactly at the image placeholder tokens, "
+    # mm_token_type_ids decides what is an image placeholder; an image-pad id typed 0 (a
+    # model may write one in its response) is an ordinary text token
+    if (types == IMAGE).any() != has_images or ((types == IMAGE) & (ids != config.image_token_id)).any():
+        raise ValueError("mm_token_type_ids may be 1 only at image placeholder tokens, "
                          "and image placeholders need pixel_values")
     grids = np.zeros((0, 3), np.int64) if image_grid_thw is None else _numpy(image_grid_thw).reshape(-1, 3)
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from asyncwebrl.model.config import ModelConfig
-from asyncwebrl.model.inputs import ModelInputs, from_hf_kwargs
+from asyncwebrl.model.inputs import ModelInputs, VisionFeatures, VisionInputs, from_hf_kwargs
 from asyncwebrl.model.layers import ATTENTION_IMPLEMENTATIONS, INIT_STD, Compute, Einsum, RMSNorm
 from asyncwebrl.model.text import DecoderLayer, KVCache, mrope_angles
 from asyncwebrl.model.vision import VisionTower
@@ -75,13 +75,15 @@ class Qwen3VL(nnx.Module):
 
     # ------------------------------------------------------------ the network
 
-    def hidden_states(self, inputs: ModelInputs, cache: KVCache | None = None):
+    def hidden_states(self, inputs: ModelInputs, cache: KVCache | None = None,
+                      features: VisionFeatures | None = None):
         """Final-norm hidden states [B, L, D] and the updated cache (None without one).
 
         Attention is causal inside each segment (segment_ids, 0 = padding). With a cache,
         the valid (non-zero segment) tokens of each row must be a prefix of the row; they
-        are appended after the row's cached tokens."""
-        x, deepstack = self.embed_inputs(inputs)
+        are appended after the row's cached tokens. `features` (from encode_images, e.g.
+        a sampler's vision cache) replace running the vision tower on inputs.vision."""
+        x, deepstack = self.embed_inputs(inputs, features)
         angles = mrope_angles(inputs.positions, self.config.text)
         if cache is None:
             mask, starts = inputs.segment_ids, None
@@ -107,21 +109,28 @@ class Qwen3VL(nnx.Module):
         run = nnx.remat(lambda lyr, *args: lyr(*args), policy=REMAT_POLICIES[self.remat])
         return run(layer, x, angles, mask, cache_kv, starts)
 
-    def embed_inputs(self, inputs: ModelInputs):
+    def encode_images(self, vision: VisionInputs) -> VisionFeatures:
+        """The vision tower's output, flattened: image i's token j sits at i * P/4 + j."""
+        merged, deepstack = self.visual(vision)
+        flat = lambda f: f.reshape(-1, f.shape[-1])  # noqa: E731
+        return VisionFeatures(tokens=flat(merged), deepstack=tuple(flat(f) for f in deepstack))
+
+    def embed_inputs(self, inputs: ModelInputs, features: VisionFeatures | None = None):
         """Token embeddings with vision tokens placed at the image placeholders, and the
         DeepStack features as full-length [B, L, D] additions (zero off the images)."""
         x = self.embed[...][inputs.tokens].astype(self.dtype)
-        if inputs.vision is None:
-            return x, []
-        merged, deepstack = self.visual(inputs.vision)
+        if features is None:
+            if inputs.vision is None:
+                return x, []
+            features = self.encode_images(inputs.vision)
         is_vision = (inputs.vision_source >= 0)[..., None]
         source = jnp.maximum(inputs.vision_source, 0)
 
-        def scatter(features):  # [I, P/4, D] -> [B, L, D] at the placeholders
-            return features.reshape(-1, features.shape[-1])[source].astype(self.dtype)
+        def scatter(flat):  # [N, D] -> [B, L, D] at the placeholders
+            return flat[source].astype(self.dtype)
 
-        x = jnp.where(is_vision, scatter(merged), x)
-        return x, [jnp.where(is_vision, scatter(f), 0).astype(self.dtype) for f in deepstack]
+        x = jnp.where(is_vision, scatter(features.tokens), x)
+        return x, [jnp.where(is_vision, scatter(f), 0).astype(self.dtype) for f in features.deepstack]
 
     def logits(self, hidden):
         """[B, L, D] -> [B, L, vocab] in float32."""

@@ -1,0 +1,339 @@
+"""Continuous-batching generation: a fixed set of decode slots over one KV cache.
+
+    engine = Engine(model, EngineSettings(slots=64, capacity=4096, ...))
+    with engine:                                   # the engine runs on its own thread
+        future = engine.submit(Request(input_ids, images, max_new_tokens=256))
+        response = future.result()                 # or: await asyncio.wrap_future(future)
+        engine.publish(new_params, version=3)      # from the learner thread, any time
+
+Loop (one thread): swap in published parameters if any -> prefill queued requests into
+free slots -> one decode step for every slot -> hand back finished slots at once. A
+request's prompt is prefilled in chunks of the bucketed lengths in `prompt_buckets`, so
+the shapes the engine compiles are: one decode step, and one prefill per bucket.
+
+Every generated token carries the version of the parameters that produced it (the
+prefill's version for the first token, the decode step's for the others). A publish
+takes effect at the next iteration; in-flight requests keep their cache.
+
+Images: each one is encoded once per (screenshot key, version) and kept in a small cache,
+because consecutive steps of an episode show the same screenshot twice (history).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from asyncwebrl.model.inputs import IMAGE, ModelInputs, VisionFeatures, sequence_positions, vision_inputs
+from asyncwebrl.model.text import KVCache
+from asyncwebrl.parallel import SAMPLER_RULES, make_mesh, param_shardings
+from asyncwebrl.sampler.sampling import SamplingSettings, sample
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineSettings:
+    slots: int = 8                                   # requests decoded together
+    capacity: int = 2048                             # cache tokens per slot: prompt + response
+    prompt_buckets: tuple[int, ...] = (64, 256, 1024)  # prefill chunk lengths (the largest chunks long prompts)
+    max_images: int = 2                              # per request
+    patches_per_image: int = 256                     # image patches are padded to this
+    sampling: SamplingSettings = SamplingSettings()
+    stop_token_ids: tuple[int, ...] = ()             # e.g. <|im_end|>
+    seed: int = 0
+    vision_cache_entries: int = 64
+
+
+@dataclasses.dataclass
+class Image:
+    pixel_values: np.ndarray     # [patches, patch_dim]
+    grid_thw: tuple              # (1, h, w) in patches
+    key: str | None = None       # the screenshot key: enables the vision cache
+
+
+@dataclasses.dataclass
+class Request:
+    input_ids: np.ndarray        # [p] with image placeholders expanded
+    images: list = dataclasses.field(default_factory=list)
+    max_new_tokens: int = 256
+
+
+@dataclasses.dataclass
+class Response:
+    tokens: np.ndarray           # [n] int32
+    logprobs: np.ndarray         # [n] float32
+    versions: np.ndarray         # [n] int32
+    finish_reason: str           # "stop", "length" (max_new_tokens) or "context" (slot full)
+    prompt_tokens: int
+    latency_s: float
+
+
+@dataclasses.dataclass
+class _Slot:
+    request: Request
+    future: concurrent.futures.Future
+    submitted: float
+    length: int = 0              # tokens in the cache
+    position: int = 0            # rotary position of the next token fed
+    tokens: list = dataclasses.field(default_factory=list)
+    logprobs: list = dataclasses.field(default_factory=list)
+    versions: list = dataclasses.field(default_factory=list)
+
+
+class Engine:
+    def __init__(self, model: nnx.Module, settings: EngineSettings = EngineSettings(), mesh=None,
+                 rules=SAMPLER_RULES, version: int = 0):
+        self.settings = settings
+        self.config = model.config
+        self.mesh = mesh or make_mesh({"fsdp": 1}, devices=jax.devices()[:1])
+        self.graphdef, params = nnx.split(model)
+        self._param_shardings = param_shardings(params, self.mesh, rules)
+        self._params = jax.device_put(params, self._param_shardings)
+        self._version = version
+        # slack of one bucket: a padded prompt chunk is always written whole, never clamped
+        self._cache = model.init_cache(settings.slots, settings.capacity + max(settings.prompt_buckets))
+        self._slots: list[_Slot | None] = [None] * settings.slots
+        self._queue: collections.deque = collections.deque()
+        self._pending_params = None
+        self._lock = threading.Condition()
+        self._thread = None
+        self._running = False
+        self._step = 0
+        self._vision_cache: collections.OrderedDict = collections.OrderedDict()
+        self.stats = collections.Counter()
+        self._prefill = jax.jit(self._prefill_impl, donate_argnums=(1,))
+        self._decode = jax.jit(self._decode_impl, donate_argnums=(1,))
+        self._encode = jax.jit(lambda p, v: nnx.merge(self.graphdef, p).encode_images(v))
+
+    # ------------------------------------------------------------ public API (any thread)
+
+    def submit(self, request: Request) -> concurrent.futures.Future:
+        future = concurrent.futures.Future()
+        problem = self._check(request)
+        if problem:
+            future.set_exception(ValueError(problem))
+            return future
+        with self._lock:
+            self._queue.append(_Slot(request=request, future=future, submitted=time.perf_counter()))
+            self._lock.notify()
+        return future
+
+    def publish(self, params, version: int) -> None:
+        """New weights for the next iteration; resharded here, on the caller's thread."""
+        placed = jax.device_put(params, self._param_shardings)
+        with self._lock:
+            self._pending_params = (placed, int(version))
+            self._lock.notify()
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def start(self) -> "Engine":
+        self._running = True
+        self._thread = threading.Thread(target=self._loop, name="sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self._lock:
+            self._running = False
+            self._lock.notify()
+        if self._thread is not None:
+            self._thread.join()
+        for slot in list(self._queue) + [s for s in self._slots if s is not None]:
+            if not slot.future.done():
+                slot.future.set_exception(RuntimeError("the sampler stopped"))
+
+    def __enter__(self) -> "Engine":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def compilations(self) -> dict[str, int]:
+        """How many shapes each jitted function has compiled (steady state: constant)."""
+        return {name: fn._cache_size() for name, fn in
+                (("prefill", self._prefill), ("decode", self._decode), ("encode", self._encode))}
+
+    # ------------------------------------------------------------ the loop (engine thread)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while self._running and not self._queue and not self._active() and self._pending_params is None:
+                    self._lock.wait()
+                if not self._running:
+                    return
+                if self._pending_params is not None:
+                    (self._params, self._version), self._pending_params = self._pending_params, None
+                    self.stats["swaps"] += 1
+                admitted = []
+                while self._queue and None in self._slots:
+                    index = self._slots.index(None)
+                    self._slots[index] = self._queue.popleft()
+                    admitted.append(index)
+            try:
+                for index in admitted:
+                    self._prefill_slot(index)
+                if self._active():
+                    self._decode_all()
+            except Exception as error:  # a device error fails the requests in flight, not the thread
+                for index, slot in enumerate(self._slots):
+                    if slot is not None:
+                        slot.future.set_exception(error)
+                        self._slots[index] = None
+
+    def _active(self) -> bool:
+        return any(slot is not None for slot in self._slots)
+
+    def _check(self, request: Request) -> str | None:
+        s = self.settings
+        length = len(request.input_ids)
+        if length == 0 or length >= s.capacity:
+            return f"a prompt of {length} tokens does not fit a slot of {s.capacity}"
+        if len(request.images) > s.max_images:
+            return f"{len(request.images)} images; the engine takes {s.max_images} per request"
+        for image in request.images:
+            if int(np.prod(image.grid_thw)) > s.patches_per_image:
+                return f"an image of {int(np.prod(image.grid_thw))} patches; patches_per_image is {s.patches_per_image}"
+        if request.max_new_tokens < 1:
+            return "max_new_tokens must be >= 1"
+        return None
+
+    def _key(self):
+        self._step += 1
+        return jax.random.fold_in(jax.random.key(self.settings.seed), self._step)
+
+    def _prefill_slot(self, index: int) -> None:
+        slot = self._slots[index]
+        request, s = slot.request, self.settings
+        ids = np.asarray(request.input_ids, np.int32)
+        types = (ids == self.config.image_token_id).astype(np.int32) * IMAGE
+        positions, slot.position = sequence_positions(types, [im.grid_thw for im in request.images],
+                                                      self.config.vision.spatial_merge_size)
+        source = np.full(len(ids), -1, np.int32)
+        features = None
+        if s.max_images:
+            features = self._features(request.images)
+            stride = s.patches_per_image // self.config.vision.merge_unit
+            per_image = [int(np.prod(im.grid_thw)) // self.config.vision.merge_unit for im in request.images]
+            if per_image:
+                source[types == IMAGE] = np.concatenate([i * stride + np.arange(n) for i, n in enumerate(per_image)])
+        start, token, logprob = 0, None, None
+        while start < len(ids):
+            chunk = min(len(ids) - start, max(s.prompt_buckets))
+            bucket = min(b for b in s.prompt_buckets if b >= chunk)
+            pad = bucket - chunk
+            piece = lambda a: np.pad(a[..., start:start + chunk], [(0, 0)] * (a.ndim - 1) + [(0, pad)])  # noqa: E731
+            self._cache, token, logprob = self._prefill(
+                self._params, self._cache, np.int32(index), np.int32(start), piece(ids)[None],
+                piece(positions)[:, None], piece(np.ones(len(ids), np.int32))[None], piece(source)[None],
+                features, self._key())
+            start += chunk
+        slot.length = len(ids)
+        self._record(index, int(token), float(logprob))
+        self.stats["prefills"] += 1
+
+    def _features(self, images) -> VisionFeatures:
+        """The request's images as a fixed-shape [max_images * P/4, D] block (zeros past the last)."""
+        s, config = self.settings, self.config
+        tokens_per_image = s.patches_per_image // config.vision.merge_unit
+        blocks = []
+        for image in images:
+            key = (image.key, self._version)
+            cached = self._vision_cache.get(key) if image.key is not None else None
+            if cached is None:
+                vision = vision_inputs(image.pixel_values, np.asarray([image.grid_thw]), config.vision,
+                                       patches_per_image=s.patches_per_image, num_images=1)
+                cached = self._encode(self._params, vision)
+                self.stats["images_encoded"] += 1
+                if image.key is not None:
+                    self._vision_cache[key] = cached
+                    while len(self._vision_cache) > s.vision_cache_entries:
+                        self._vision_cache.popitem(last=False)
+            else:
+                self._vision_cache.move_to_end(key)
+                self.stats["vision_cache_hits"] += 1
+            blocks.append(cached)
+        width = config.text.hidden_size
+        empty = jnp.zeros((tokens_per_image, width), self._cache.keys[0].dtype)
+        depth = len(config.vision.deepstack_layers)
+        missing = s.max_images - len(blocks)
+        stack = lambda parts: jnp.concatenate(parts + [empty] * missing)  # noqa: E731
+        return VisionFeatures(tokens=stack([b.tokens for b in blocks]),
+                              deepstack=tuple(stack([b.deepstack[k] for b in blocks]) for k in range(depth)))
+
+    def _decode_all(self) -> None:
+        s = self.settings
+        for index, slot in enumerate(self._slots):   # a full slot cannot take another token
+            if slot is not None and slot.length >= s.capacity:
+                self._finish(index, "context")
+        if not self._active():
+            return
+        active = np.array([slot is not None for slot in self._slots])
+        tokens = np.array([slot.tokens[-1] if slot else 0 for slot in self._slots], np.int32)
+        positions = np.array([slot.position if slot else 0 for slot in self._slots], np.int32)
+        self._cache, new_tokens, new_logprobs = self._decode(self._params, self._cache, tokens, positions, active,
+                                                             self._key())
+        new_tokens, new_logprobs = np.asarray(new_tokens), np.asarray(new_logprobs)
+        self.stats["decode_steps"] += 1
+        for index, slot in enumerate(self._slots):
+            if slot is not None:
+                slot.length += 1
+                slot.position += 1
+                self._record(index, int(new_tokens[index]), float(new_logprobs[index]))
+
+    def _record(self, index: int, token: int, logprob: float) -> None:
+        slot = self._slots[index]
+        slot.tokens.append(token)
+        slot.logprobs.append(logprob)
+        slot.versions.append(self._version)
+        self.stats["tokens"] += 1
+        if token in self.settings.stop_token_ids:
+            self._finish(index, "stop")
+        elif len(slot.tokens) >= slot.request.max_new_tokens:
+            self._finish(index, "length")
+
+    def _finish(self, index: int, reason: str) -> None:
+        slot = self._slots[index]
+        self._slots[index] = None
+        slot.future.set_result(Response(
+            tokens=np.array(slot.tokens, np.int32), logprobs=np.array(slot.logprobs, np.float32),
+            versions=np.array(slot.versions, np.int32), finish_reason=reason,
+            prompt_tokens=len(slot.request.input_ids), latency_s=time.perf_counter() - slot.submitted))
+
+    # ------------------------------------------------------------ jitted bodies
+
+    def _prefill_impl(self, params, cache: KVCache, slot, start, tokens, positions, valid, source, features, key):
+        """Append one prompt chunk to slot `slot` (which holds `start` tokens); sample from its last token."""
+        model = nnx.merge(self.graphdef, params)
+        take = lambda a: jax.lax.dynamic_slice_in_dim(a, slot, 1, 0)  # noqa: E731
+        row = KVCache(keys=[take(k) for k in cache.keys], values=[take(v) for v in cache.values],
+                      lengths=start[None])
+        inputs = ModelInputs(tokens=tokens, positions=positions, segment_ids=valid, vision_source=source)
+        hidden, row = model.hidden_states(inputs, row, features)
+        last = jax.lax.dynamic_slice_in_dim(hidden, valid.sum() - 1, 1, axis=1)
+        token, logprob = sample(model.logits(last)[:, 0], key, self.settings.sampling)
+        put = lambda a, r: jax.lax.dynamic_update_slice_in_dim(a, r, slot, 0)  # noqa: E731
+        cache = KVCache(keys=[put(a, r) for a, r in zip(cache.keys, row.keys)],
+                        values=[put(a, r) for a, r in zip(cache.values, row.values)],
+                        lengths=cache.lengths.at[slot].set(row.lengths[0]))
+        return cache, token[0], logprob[0]
+
+    def _decode_impl(self, params, cache: KVCache, tokens, positions, active, key):
+        """One token for every slot; inactive slots compute but change nothing that is read."""
+        model = nnx.merge(self.graphdef, params)
+        inputs = ModelInputs(tokens=tokens[:, None], positions=jnp.broadcast_to(positions[None, :, None],
+                                                                                  (3,) + tokens.shape + (1,)),
+                             segment_ids=active[:, None].astype(jnp.int32), vision_source=jnp.full_like(tokens[:, None], -1))
+        hidden, cache = model.hidden_states(inputs, cache)
+        token, logprob = sample(model.logits(hidden)[:, 0], key, self.settings.sampling)
+        return cache, token, logprob

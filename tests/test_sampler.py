@@ -1,0 +1,241 @@
+"""The sampler against transformers' generate and against full forward passes."""
+
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+from transformers import Qwen2VLImageProcessorPil, Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+from asyncwebrl.model.weights import load_pretrained
+from asyncwebrl.sampler import Engine, EngineSettings, Image, Request, SamplingSettings, generate
+from asyncwebrl.sampler.generate import as_request
+from asyncwebrl.sampler.sampling import sample
+
+PAD, BOS, IMG, VID, VS, VE = 256, 257, 261, 262, 259, 260
+PROCESSOR = Qwen2VLImageProcessorPil(patch_size=16, merge_size=2, temporal_patch_size=2, min_pixels=32 * 32,
+                                     max_pixels=96 * 96)
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """(transformers model, our model from its checkpoint)."""
+    torch.manual_seed(1)
+    config = Qwen3VLConfig(
+        text_config=dict(vocab_size=272, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
+                         pad_token_id=PAD, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                            "mrope_section": [4, 2, 2], "mrope_interleaved": True}),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=48, num_heads=2, patch_size=16,
+                           spatial_merge_size=2, temporal_patch_size=2, out_hidden_size=64,
+                           num_position_embeddings=64, deepstack_visual_indexes=[0, 1]),
+        image_token_id=IMG, video_token_id=VID, vision_start_token_id=VS, vision_end_token_id=VE,
+        tie_word_embeddings=False)
+    reference = Qwen3VLForConditionalGeneration(config).eval()
+    reference.config._attn_implementation = "eager"
+    with torch.no_grad():
+        for parameter in reference.parameters():   # sharper logits than the init: fewer near-ties
+            parameter.add_(torch.randn_like(parameter) * 0.2)
+    directory = tmp_path_factory.mktemp("sampler_ckpt")
+    reference.save_pretrained(directory)
+    return reference, load_pretrained(directory)
+
+
+def prompt(text: bytes, images=(), seed=0):
+    """HF-style fields: text, then each image as vision_start + placeholders + vision_end."""
+    rng = np.random.default_rng(seed)
+    ids = [BOS] + list(text)
+    fields = {}
+    if images:
+        arrays = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in images]
+        encoded = PROCESSOR(images=arrays, return_tensors="np")
+        for grid in encoded["image_grid_thw"]:
+            ids += [VS] + [IMG] * (int(np.prod(grid)) // 4) + [VE] + list(b" then")
+        fields = {"pixel_values": encoded["pixel_values"], "image_grid_thw": encoded["image_grid_thw"]}
+    return {"input_ids": np.array(ids + list(b" ->")), **fields}
+
+
+def hf_greedy(reference, fields, new_tokens):
+    ids = torch.as_tensor(fields["input_ids"])[None]
+    extra = {}
+    if "pixel_values" in fields:
+        extra = dict(pixel_values=torch.as_tensor(fields["pixel_values"]),
+                     image_grid_thw=torch.as_tensor(fields["image_grid_thw"]),
+                     mm_token_type_ids=(ids == IMG).long())
+    with torch.no_grad():
+        out = reference.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                                 min_new_tokens=new_tokens, do_sample=False, **extra)
+    return out[0, ids.shape[1]:].numpy()
+
+
+def full_forward_logprobs(model, fields, tokens, temperature=1.0):
+    """Log-prob of each generated token by one forward pass over prompt + tokens."""
+    ids = np.concatenate([fields["input_ids"], tokens])[None]
+    kwargs = {}
+    if "pixel_values" in fields:  # placeholders are the prompt's; generated tokens are text
+        types = np.zeros_like(ids)
+        types[0, :len(fields["input_ids"])] = fields["input_ids"] == IMG
+        kwargs = dict(pixel_values=fields["pixel_values"], image_grid_thw=fields["image_grid_thw"],
+                      mm_token_type_ids=types)
+    logits = np.asarray(model(input_ids=ids, **kwargs))[0] / temperature
+    p = len(fields["input_ids"])
+    log_probs = np.asarray(jax.nn.log_softmax(jnp.asarray(logits[p - 1:-1])))
+    return log_probs[np.arange(len(tokens)), tokens]
+
+
+PROMPTS = [prompt(b"hello"), prompt(b"a longer text-only prompt, about seventy bytes long, for the sampler"),
+           prompt(b"one screenshot: ", [(64, 96)], seed=1), prompt(b"two: ", [(64, 64), (96, 32)], seed=2),
+           prompt(b"x", [(32, 32)], seed=3)]
+
+
+def test_greedy_equals_transformers_one_request_at_a_time(pair):
+    reference, model = pair
+    for fields in PROMPTS[:3]:
+        (ours,) = generate(model, [fields], max_new_tokens=12)
+        np.testing.assert_array_equal(ours.tokens, hf_greedy(reference, fields, 12))
+
+
+def test_continuous_batching_does_not_change_results(pair):
+    """Five requests of different lengths (text and images) through 2 slots: slots are
+    refilled as requests finish, and every output equals transformers' greedy output."""
+    reference, model = pair
+    lengths = [5, 16, 9, 12, 7]
+    settings = EngineSettings(slots=2, capacity=256, prompt_buckets=(16, 64), max_images=2, patches_per_image=64,
+                              sampling=SamplingSettings(temperature=0.0))
+    with Engine(model, settings) as engine:
+        futures = [engine.submit(as_request(f, n)) for f, n in zip(PROMPTS, lengths)]
+        responses = [f.result(timeout=300) for f in futures]
+    for fields, n, response in zip(PROMPTS, lengths, responses):
+        assert response.finish_reason == "length" and len(response.tokens) == n
+        np.testing.assert_array_equal(response.tokens, hf_greedy(reference, fields, n))
+
+
+def test_returned_logprobs_match_a_full_forward(pair):
+    """Greedy (untempered) and temperature 0.7 sampling: each token's log-prob equals the
+    full forward's log-softmax(logits / T) to 1e-4 (float32; the cache path and the full
+    pass sum in different orders)."""
+    _, model = pair
+    for temperature in (0.0, 0.7):
+        responses = generate(model, PROMPTS[1:4], max_new_tokens=10, temperature=temperature, seed=3)
+        for fields, response in zip(PROMPTS[1:4], responses):
+            expected = full_forward_logprobs(model, fields, response.tokens, temperature or 1.0)
+            np.testing.assert_allclose(response.logprobs, expected, atol=1e-4, rtol=0)
+
+
+def test_chunked_prefill_of_a_long_prompt(pair):
+    """A prompt longer than the largest bucket is prefilled in pieces; same tokens."""
+    reference, model = pair
+    fields = prompt(b"0123456789" * 9, [(64, 64)], seed=4)
+    settings = EngineSettings(slots=1, capacity=256, prompt_buckets=(16, 32), max_images=1, patches_per_image=16,
+                              sampling=SamplingSettings(temperature=0.0))
+    with Engine(model, settings) as engine:
+        response = engine.submit(as_request(fields, 8)).result(timeout=300)
+    assert len(fields["input_ids"]) > 3 * 32
+    np.testing.assert_array_equal(response.tokens, hf_greedy(reference, fields, 8))
+
+
+def test_publish_during_generation_is_tagged_and_does_not_stall(pair):
+    """A learner thread publishes version 1 mid-generation: tokens switch from version 0
+    to 1 exactly once, within one iteration of the publish, with no re-prefill and no
+    pause; the new weights are really used."""
+    _, model = pair
+    graphdef, params = nnx.split(model)
+    new_params = jax.tree.map(lambda p: p * 1.5, params)
+    settings = EngineSettings(slots=2, capacity=256, prompt_buckets=(64,), max_images=0,
+                              sampling=SamplingSettings(temperature=0.0))
+    fields = PROMPTS[1]
+    with Engine(model, settings) as engine:
+        observed = {}
+
+        def learner():
+            while engine.stats["decode_steps"] < 20:
+                time.sleep(0.001)
+            observed["before"] = engine.stats["decode_steps"]
+            engine.publish(new_params, version=1)
+            observed["after"] = engine.stats["decode_steps"]
+
+        thread = threading.Thread(target=learner)
+        future = engine.submit(as_request(fields, 120))
+        thread.start()
+        response = future.result(timeout=300)
+        thread.join()
+        prefills = engine.stats["prefills"]
+    versions = response.versions
+    switch = int(np.argmax(versions == 1))
+    assert versions[0] == 0 and versions[-1] == 1 and (np.diff(versions) >= 0).all()
+    decoded_before_swap = switch - 1          # token 0 comes from the prefill
+    assert observed["before"] <= decoded_before_swap <= observed["after"] + 1
+    assert prefills == 1
+    # before the swap the log-probs are the old weights' (a full forward reproduces them);
+    # after it they are not: the new weights are in use (over the cache the old ones wrote)
+    old = full_forward_logprobs(model, fields, response.tokens)
+    np.testing.assert_allclose(response.logprobs[:switch], old[:switch], atol=1e-4, rtol=0)
+    assert np.abs(response.logprobs[switch:] - old[switch:]).mean() > 0.1
+
+
+def test_steady_state_never_recompiles(pair):
+    _, model = pair
+    settings = EngineSettings(slots=3, capacity=256, prompt_buckets=(16, 64), max_images=2, patches_per_image=64,
+                              sampling=SamplingSettings(temperature=1.0))
+    with Engine(model, settings) as engine:
+        warm = [engine.submit(as_request(f, 6)) for f in PROMPTS]
+        [f.result(timeout=300) for f in warm]
+        compiled = engine.compilations()
+        more = [prompt(b"new text " * k, [(64, 32)] * (k % 3), seed=10 + k) for k in range(1, 7)]
+        futures = [engine.submit(as_request(f, 4 + k)) for k, f in enumerate(more)]
+        [f.result(timeout=300) for f in futures]
+        assert engine.compilations() == compiled
+    assert compiled["decode"] == 1
+
+
+def test_vision_cache_encodes_a_screenshot_once_per_version(pair):
+    _, model = pair
+    fields = prompt(b"shot ", [(64, 64)], seed=5)
+    request = as_request(fields, 3)
+    request.images = [Image(pixel_values=im.pixel_values, grid_thw=im.grid_thw, key="ep1/step3") for im in request.images]
+    settings = EngineSettings(slots=1, capacity=128, prompt_buckets=(64,), max_images=1, patches_per_image=16,
+                              sampling=SamplingSettings(temperature=0.0))
+    with Engine(model, settings) as engine:
+        first = engine.submit(request).result(timeout=300)
+        second = engine.submit(request).result(timeout=300)
+        assert (engine.stats["images_encoded"], engine.stats["vision_cache_hits"]) == (1, 1)
+        engine.publish(nnx.split(model)[1], version=2)
+        third = engine.submit(request).result(timeout=300)
+        assert engine.stats["images_encoded"] == 2
+    np.testing.assert_array_equal(first.tokens, second.tokens)
+    np.testing.assert_array_equal(first.tokens, third.tokens)
+
+
+def test_requests_that_cannot_fit_fail_clearly(pair):
+    _, model = pair
+    settings = EngineSettings(slots=1, capacity=32, prompt_buckets=(16,), max_images=0)
+    with Engine(model, settings) as engine:
+        with pytest.raises(ValueError, match="does not fit"):
+            engine.submit(Request(input_ids=np.arange(40), max_new_tokens=2)).result(timeout=60)
+        response = engine.submit(Request(input_ids=np.arange(28), max_new_tokens=50)).result(timeout=300)
+    assert response.finish_reason == "context" and len(response.tokens) == 32 - 28 + 1
+
+
+def test_sampling_rules():
+    logits = jnp.log(jnp.array([[0.5, 0.3, 0.15, 0.05]]))
+    key = jax.random.key(0)
+    token, logprob = sample(logits, key, SamplingSettings(temperature=0.0))
+    assert int(token[0]) == 0 and float(logprob[0]) == pytest.approx(np.log(0.5), abs=1e-6)
+    token, logprob = sample(logits, key, SamplingSettings(top_k=1))
+    assert int(token[0]) == 0 and float(logprob[0]) == pytest.approx(0.0, abs=1e-6)
+    # top_p = 0.7 keeps {0.5, 0.3}: renormalised to 0.625 / 0.375
+    draws = jax.vmap(lambda k: sample(logits, k, SamplingSettings(top_p=0.7)))(jax.random.split(key, 4000))
+    tokens, logprobs = np.asarray(draws[0])[:, 0], np.asarray(draws[1])[:, 0]
+    assert set(tokens) == {0, 1}
+    assert abs((tokens == 0).mean() - 0.625) < 0.03
+    np.testing.assert_allclose(logprobs[tokens == 1], np.log(0.375), atol=1e-6)
+    # temperature 2 flattens: p ~ sqrt(p) renormalised
+    draws = jax.vmap(lambda k: sample(logits, k, SamplingSettings(temperature=2.0)))(jax.random.split(key, 8000))
+    expected = np.sqrt([0.5, 0.3, 0.15, 0.05])
+    expected /= expected.sum()
+    frequencies = np.bincount(np.asarray(draws[0])[:, 0], minlength=4) / 8000
+    np.testing.assert_allclose(frequencies, expected, atol=0.02)
