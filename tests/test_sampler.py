@@ -239,3 +239,23 @@ def test_sampling_rules():
     expected /= expected.sum()
     frequencies = np.bincount(np.asarray(draws[0])[:, 0], minlength=4) / 8000
     np.testing.assert_allclose(frequencies, expected, atol=0.02)
+
+
+def test_tensor_parallel_engine_matches_one_device(pair):
+    """The sampler mesh (fsdp=4 x tensor=2 over 8 fake CPU devices): weights split over
+    tensor, cache slots over the batch axes; same greedy tokens as on one device."""
+    from asyncwebrl.parallel import make_mesh
+
+    _, model = pair
+    settings = EngineSettings(slots=4, capacity=128, prompt_buckets=(64,), max_images=2, patches_per_image=64,
+                              sampling=SamplingSettings(temperature=0.0))
+    requests = [as_request(f, 6) for f in PROMPTS[:4]]
+    with Engine(model, settings) as engine:
+        single = [engine.submit(r).result(timeout=300) for r in requests]
+    with Engine(model, settings, mesh=make_mesh({"fsdp": 4, "tensor": 2})) as engine:
+        futures = [engine.submit(r) for r in requests]
+        sharded = [f.result(timeout=300) for f in futures]
+        assert len(engine._cache.keys[0].sharding.device_set) == 8
+    for a, b in zip(single, sharded):
+        np.testing.assert_array_equal(a.tokens, b.tokens)
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-4)

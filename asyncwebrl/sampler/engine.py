@@ -31,10 +31,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.sharding import NamedSharding
 
 from asyncwebrl.model.inputs import IMAGE, ModelInputs, VisionFeatures, sequence_positions, vision_inputs
 from asyncwebrl.model.text import KVCache
-from asyncwebrl.parallel import SAMPLER_RULES, make_mesh, param_shardings
+from asyncwebrl.parallel import SAMPLER_RULES, logical_spec, make_mesh, param_shardings
 from asyncwebrl.sampler.sampling import SamplingSettings, sample
 
 
@@ -98,7 +99,8 @@ class Engine:
         self._params = jax.device_put(params, self._param_shardings)
         self._version = version
         # slack of one bucket: a padded prompt chunk is always written whole, never clamped
-        self._cache = model.init_cache(settings.slots, settings.capacity + max(settings.prompt_buckets))
+        cache = model.init_cache(settings.slots, settings.capacity + max(settings.prompt_buckets))
+        self._cache = jax.device_put(cache, self._cache_shardings(cache, rules))
         self._slots: list[_Slot | None] = [None] * settings.slots
         self._queue: collections.deque = collections.deque()
         self._pending_params = None
@@ -111,6 +113,14 @@ class Engine:
         self._prefill = jax.jit(self._prefill_impl, donate_argnums=(1,))
         self._decode = jax.jit(self._decode_impl, donate_argnums=(1,))
         self._encode = jax.jit(lambda p, v: nnx.merge(self.graphdef, p).encode_images(v))
+
+    def _cache_shardings(self, cache: KVCache, rules: dict):
+        """Slots over the batch axes, KV heads over tensor (as the attention weights are)."""
+        def place(axes, shape):
+            return NamedSharding(self.mesh, logical_spec(axes, shape, self.mesh, rules))
+        kv = place(("batch", None, "kv_heads", "head_dim"), cache.keys[0].shape)
+        return KVCache(keys=[kv] * len(cache.keys), values=[kv] * len(cache.values),
+                       lengths=place((None,), cache.lengths.shape))
 
     # ------------------------------------------------------------ public API (any thread)
 
@@ -227,6 +237,7 @@ class Engine:
             per_image = [int(np.prod(im.grid_thw)) // self.config.vision.merge_unit for im in request.images]
             if per_image:
                 source[types == IMAGE] = np.concatenate([i * stride + np.arange(n) for i, n in enumerate(per_image)])
+        started = time.perf_counter()
         start, token, logprob = 0, None, None
         while start < len(ids):
             chunk = min(len(ids) - start, max(s.prompt_buckets))
@@ -241,6 +252,7 @@ class Engine:
         slot.length = len(ids)
         self._record(index, int(token), float(logprob))
         self.stats["prefills"] += 1
+        self.stats["prefill_seconds"] += time.perf_counter() - started  # includes image encoding
 
     def _features(self, images) -> VisionFeatures:
         """The request's images as a fixed-shape [max_images * P/4, D] block (zeros past the last)."""
@@ -281,10 +293,13 @@ class Engine:
         active = np.array([slot is not None for slot in self._slots])
         tokens = np.array([slot.tokens[-1] if slot else 0 for slot in self._slots], np.int32)
         positions = np.array([slot.position if slot else 0 for slot in self._slots], np.int32)
+        started = time.perf_counter()
         self._cache, new_tokens, new_logprobs = self._decode(self._params, self._cache, tokens, positions, active,
                                                              self._key())
         new_tokens, new_logprobs = np.asarray(new_tokens), np.asarray(new_logprobs)
         self.stats["decode_steps"] += 1
+        self.stats["decode_seconds"] += time.perf_counter() - started
+        self.stats["decode_slot_steps"] += int(active.sum())
         for index, slot in enumerate(self._slots):
             if slot is not None:
                 slot.length += 1

@@ -1,0 +1,179 @@
+"""Sampler throughput and latency against concurrency, the bandwidth bound, and transformers.
+
+    .venv/bin/python benchmarks/sampler.py --preset tiny --concurrency 1,4,16     # CPU
+    python3 benchmarks/sampler.py --preset 8b --dtype bfloat16 --concurrency 1,16,64,256 --hf
+
+Random weights. Each request is an agent step: `--text` prompt tokens and `--images`
+screenshots of 1280x720 (sized by the preset's processor rule: 920 image tokens each for
+the published presets, 60 for tiny), then exactly `--new-tokens` generated tokens (no
+stop token). For each concurrency c, c requests are submitted at once to an engine with
+max(concurrency) slots; reported: output tokens/s end to end, per-request latency, and
+the decode-only rate (engine decode time, all slots).
+
+Bandwidth bound: a decode step must read the text weights once plus every active slot's
+KV cache (its actual length); bytes per step / the copy bandwidth measured in the same
+run = the fastest possible decode step. `--hf` adds transformers `generate` (PyTorch,
+same dtype, same batch, greedy, default and static cache) on the same device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from flax import nnx  # noqa: E402
+
+from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
+from asyncwebrl.model.config import to_hf_dict  # noqa: E402
+from asyncwebrl.model.tokenizer import EMBEDDED_MAX_PIXELS, EMBEDDED_MIN_PIXELS, make_image_processor  # noqa: E402
+from asyncwebrl.sampler import Engine, EngineSettings, Image, Request, SamplingSettings  # noqa: E402
+
+
+def copy_bandwidth(megabytes: int = 2048, repeats: int = 10) -> float:
+    """Bytes/s of a device-to-device copy, counting bytes read plus bytes written."""
+    if jax.default_backend() == "cpu":
+        megabytes = 256
+    x = jnp.ones((megabytes * 2**20 // 4,), jnp.float32)
+    copy = jax.jit(lambda a: a + 1)
+    jax.block_until_ready(copy(x))
+    start = time.perf_counter()
+    for _ in range(repeats):
+        y = copy(x)
+    jax.block_until_ready(y)
+    return 2 * x.nbytes * repeats / (time.perf_counter() - start)
+
+
+def make_requests(config, count: int, text: int, images: int, new_tokens: int, rng) -> list[Request]:
+    small = config.text.vocab_size < 1000
+    processor = make_image_processor(EMBEDDED_MIN_PIXELS if small else 56 * 56,
+                                     EMBEDDED_MAX_PIXELS if small else 16384 * 32 * 32)
+    ordinary = 256 if small else 150_000
+    requests = []
+    for _ in range(count):
+        ids, pictures = list(rng.integers(0, ordinary, text // 2)), []
+        for _ in range(images):
+            encoded = processor(images=[rng.integers(0, 256, (720, 1280, 3), dtype=np.uint8)], return_tensors="np")
+            grid = tuple(int(g) for g in encoded["image_grid_thw"][0])
+            pictures.append(Image(pixel_values=encoded["pixel_values"], grid_thw=grid))
+            ids += [config.vision_start_token_id] + [config.image_token_id] * (math.prod(grid) // 4) + [
+                config.vision_end_token_id]
+        ids += list(rng.integers(0, ordinary, text - text // 2))
+        requests.append(Request(input_ids=np.array(ids, np.int32), images=pictures, max_new_tokens=new_tokens))
+    return requests
+
+
+def decode_bytes(model, concurrency: int, prompt: int, new_tokens: int, dtype) -> float:
+    """Weights read per decode step (text stack + LM head) + the mean KV cache in use."""
+    text = model.config.text
+    itemsize = jnp.dtype(dtype).itemsize
+    weights = sum(math.prod(x.shape) for x in jax.tree.leaves(nnx.state(model.layers, nnx.Param)))
+    weights += text.vocab_size * text.hidden_size
+    mean_length = prompt + new_tokens / 2
+    kv = concurrency * mean_length * text.num_layers * 2 * text.num_kv_heads * text.head_dim
+    return (weights + kv) * itemsize
+
+
+def run_ours(model, requests, slots: int, capacity: int, bucket: int, patches: int, images: int) -> dict:
+    settings = EngineSettings(slots=slots, capacity=capacity, prompt_buckets=(bucket,), max_images=images,
+                              patches_per_image=patches, sampling=SamplingSettings(temperature=1.0))
+    with Engine(model, settings) as engine:
+        [f.result() for f in [engine.submit(r) for r in requests[:1]]]   # compile prefill, encode, decode
+        engine.stats.clear()
+        started = time.perf_counter()
+        responses = [f.result() for f in [engine.submit(r) for r in requests]]
+        wall = time.perf_counter() - started
+        stats = dict(engine.stats)
+    generated = sum(len(r.tokens) for r in responses)
+    return {"tokens_per_s": round(generated / wall, 1),
+            "latency_s_median": round(float(np.median([r.latency_s for r in responses])), 3),
+            "decode_step_ms": round(1e3 * stats["decode_seconds"] / max(stats["decode_steps"], 1), 2),
+            "decode_tokens_per_s": round(stats["decode_slot_steps"] / max(stats["decode_seconds"], 1e-9), 1),
+            "prefill_s_total": round(stats.get("prefill_seconds", 0.0), 2), "wall_s": round(wall, 2)}
+
+
+def run_transformers(config, requests, new_tokens: int, dtype: str, cache: str) -> float:
+    """transformers generate on the same device: output tokens/s for this batch."""
+    import torch
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+
+    torch_dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[dtype]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    hf = Qwen3VLConfig(**to_hf_dict(config, dtype=dtype))
+    with torch.device(device):
+        model = Qwen3VLForConditionalGeneration(hf).to(torch_dtype).eval()
+    ids = torch.as_tensor(np.stack([r.input_ids for r in requests]), device=device, dtype=torch.long)
+    kwargs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                  min_new_tokens=new_tokens, do_sample=False)
+    if requests[0].images:
+        pixels = np.concatenate([im.pixel_values for r in requests for im in r.images])
+        grids = np.array([im.grid_thw for r in requests for im in r.images])
+        kwargs.update(pixel_values=torch.as_tensor(pixels, device=device, dtype=torch_dtype),
+                      image_grid_thw=torch.as_tensor(grids, device=device),
+                      mm_token_type_ids=(ids == config.image_token_id).long())
+    if cache == "static":
+        kwargs["cache_implementation"] = "static"
+    with torch.no_grad():
+        model.generate(**{**kwargs, "max_new_tokens": 2, "min_new_tokens": 2})   # warm up
+        if device == "cuda":
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        out = model.generate(**kwargs)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    generated = (out.shape[1] - ids.shape[1]) * ids.shape[0]
+    del model
+    return round(generated / (time.perf_counter() - started), 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--concurrency", default="1,4,16")
+    parser.add_argument("--text", type=int, default=300, help="text tokens per prompt")
+    parser.add_argument("--images", type=int, default=2, help="1280x720 screenshots per prompt")
+    parser.add_argument("--new-tokens", type=int, default=200)
+    parser.add_argument("--hf", action="store_true", help="also time transformers generate")
+    args = parser.parse_args()
+
+    config = preset(args.preset)
+    levels = [int(c) for c in args.concurrency.split(",")]
+    rng = np.random.default_rng(0)
+    requests = make_requests(config, max(levels), args.text, args.images, args.new_tokens, rng)
+    prompt = len(requests[0].input_ids)
+    bucket = -(-prompt // 64) * 64
+    patches = max([math.prod(im.grid_thw) for im in requests[0].images] or [4])
+    model = Qwen3VL(config, dtype=args.dtype, param_dtype=args.dtype, rngs=nnx.Rngs(0))
+    bandwidth = copy_bandwidth()
+    rows = []
+    for c in levels:
+        row = {"concurrency": c, **run_ours(model, requests[:c], max(levels), bucket + args.new_tokens + 8, bucket,
+                                            patches, args.images)}
+        bound_step = decode_bytes(model, c, prompt, args.new_tokens, args.dtype) / bandwidth
+        row["bound_tokens_per_s"] = round(c / bound_step, 1)
+        row["decode_fraction_of_bound"] = round(row["decode_tokens_per_s"] / row["bound_tokens_per_s"], 3)
+        if args.hf:
+            for cache in ("dynamic", "static"):
+                row[f"transformers_{cache}_tokens_per_s"] = run_transformers(config, requests[:c], args.new_tokens,
+                                                                             args.dtype, cache)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print(json.dumps({"preset": args.preset, "dtype": args.dtype, "backend": jax.default_backend(),
+                      "device": jax.devices()[0].device_kind, "cpu_count": os.cpu_count(),
+                      "machine": platform.machine(), "prompt_tokens": prompt, "new_tokens": args.new_tokens,
+                      "images_per_prompt": args.images, "copy_bandwidth_gb_s": round(bandwidth / 1e9, 1),
+                      "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
