@@ -1,7 +1,7 @@
 """Sampler throughput and latency against concurrency, the bandwidth bound, and transformers.
 
     .venv/bin/python benchmarks/sampler.py --preset tiny --concurrency 1,4,16     # CPU
-    python3 benchmarks/sampler.py --preset 8b --dtype bfloat16 --concurrency 1,16,64,256 --hf
+    python3 benchmarks/sampler.py --preset 8b --dtype bfloat16 --concurrency 1,16,64,256 --hf dynamic,static
 
 Random weights. Each request is an agent step: `--text` prompt tokens and `--images`
 screenshots of 1280x720 (sized by the preset's processor rule: 920 image tokens each for
@@ -13,7 +13,7 @@ the decode-only rate (engine decode time, all slots).
 Bandwidth bound: a decode step must read the text weights once plus every active slot's
 KV cache (its actual length); bytes per step / the copy bandwidth measured in the same
 run = the fastest possible decode step. `--hf` adds transformers `generate` (PyTorch,
-same dtype, same batch, greedy, default and static cache) on the same device.
+same dtype, same batch, greedy; dynamic and/or static cache) on the same device.
 """
 
 from __future__ import annotations
@@ -143,7 +143,8 @@ def main() -> None:
     parser.add_argument("--text", type=int, default=300, help="text tokens per prompt")
     parser.add_argument("--images", type=int, default=2, help="1280x720 screenshots per prompt")
     parser.add_argument("--new-tokens", type=int, default=200)
-    parser.add_argument("--hf", action="store_true", help="also time transformers generate")
+    parser.add_argument("--hf", default="", help="also time transformers generate with these caches, "
+                        "e.g. dynamic,static")
     args = parser.parse_args()
 
     config = preset(args.preset)
@@ -163,7 +164,7 @@ def main() -> None:
         row["bound_tokens_per_s"] = round(c / bound_step, 1)
         row["decode_fraction_of_bound"] = round(row["decode_tokens_per_s"] / row["bound_tokens_per_s"], 3)
         if args.hf:
-            for cache in ("dynamic", "static"):
+            for cache in args.hf.split(","):
                 row[f"transformers_{cache}_tokens_per_s"] = run_transformers(config, requests[:c], args.new_tokens,
                                                                              args.dtype, cache)
         rows.append(row)
