@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -18,6 +19,8 @@ from ml_collections import config_flags
 from asyncwebrl.records import Trajectory
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
+from asyncwebrl.rollout.prompts import PromptBuilder
+from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize, write_eval
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks, select_balanced, write_jsonl
@@ -27,15 +30,40 @@ _WORKDIR = flags.DEFINE_string("workdir", "runs/default", "Run directory (tasks,
 _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval"], "What to run.")
 
 
-def make_policy(config, web: LocalWeb):
+def make_policy(config, web: LocalWeb, store: ScreenshotStore):
     if config.policy == "oracle":
         return OraclePolicy(web.session)
     if config.policy == "random":
         return RandomPolicy(seed=config.seed)
     if config.policy == "model":
-        raise app.UsageError("policy=model needs the Qwen3-VL model and sampler, which are not built yet; "
-                             "use --config.policy=oracle or random")
+        return model_policy(config, store)
     raise app.UsageError(f"unknown policy {config.policy!r}: choose model, oracle or random")
+
+
+def model_policy(config, store: ScreenshotStore):
+    """The Qwen3-VL policy behind a sampler engine (started by run_episodes)."""
+    import jax.numpy as jnp  # JAX and transformers load only when a model is asked for
+    from flax import nnx
+
+    from asyncwebrl.model import Qwen3VL, load_pretrained, preset
+    from asyncwebrl.model.tokenizer import Processor
+    from asyncwebrl.runtime.model_policy import ModelPolicy
+    from asyncwebrl.sampler import Engine, EngineSettings, SamplingSettings
+
+    dtype = jnp.dtype(config.model.dtype)
+    if config.model.path:
+        model, processor = load_pretrained(config.model.path, dtype=dtype), Processor.from_pretrained(config.model.path)
+    else:  # random weights of a preset: a real code path, an untrained policy
+        logging.warning("no model.path: the policy is a randomly initialised %s model", config.model.preset)
+        model = Qwen3VL(preset(config.model.preset), dtype=dtype, param_dtype=dtype, rngs=nnx.Rngs(config.seed))
+        processor = Processor.embedded()
+    settings = EngineSettings(
+        slots=config.sampler.slots, capacity=config.sampler.capacity, prompt_buckets=tuple(config.sampler.prompt_buckets),
+        max_images=config.sampler.max_images, patches_per_image=config.sampler.patches_per_image,
+        sampling=SamplingSettings(temperature=config.eval.temperature), stop_token_ids=(processor.special.eos,),
+        seed=config.seed)
+    return ModelPolicy(Engine(model, settings), processor, store, PromptBuilder(config.agent.interaction),
+                       max_new_tokens=config.sampler.max_new_tokens)
 
 
 def load_split(config, split: str, workdir: str):
@@ -62,11 +90,15 @@ def episode_settings(config, phase: str) -> EpisodeSettings:
 
 
 def run_episodes(config, tasks, web: LocalWeb, phase: str) -> tuple[list[Trajectory], float]:
-    return asyncio.run(run_tasks(
-        tasks, make_policy(config, web), web, episode_settings(config, phase),
-        concurrency=config.eval.concurrency, pages_per_browser=config.browser.pages_per_browser,
-        recycle_after=config.browser.recycle_after, executable_path=config.browser.executable_path,
-    ))
+    store = ScreenshotStore()
+    policy = make_policy(config, web, store)
+    engine = getattr(policy, "engine", None)
+    with engine if engine is not None else contextlib.nullcontext():
+        return asyncio.run(run_tasks(
+            tasks, policy, web, episode_settings(config, phase), store=store,
+            concurrency=config.eval.concurrency, pages_per_browser=config.browser.pages_per_browser,
+            recycle_after=config.browser.recycle_after, executable_path=config.browser.executable_path,
+        ))
 
 
 def evaluate(config, workdir: str) -> dict:

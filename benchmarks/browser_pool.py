@@ -111,7 +111,7 @@ async def soak(web, episodes: int) -> dict:
             class Agent:
                 clicked = False
 
-                async def act(self, observation):
+                async def act(self, observation, steps):
                     move = {"action": "answer", "text": "x"} if self.clicked else {"action": "left_click", "coordinate": [30, 100]}
                     self.clicked = True
                     return Reply(format_response({}, {}, "x", "Soak.", move))

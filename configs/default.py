@@ -10,9 +10,22 @@ from ml_collections import config_dict
 def get_config() -> config_dict.ConfigDict:
     config = config_dict.ConfigDict()
     config.seed = 0
-    # Acting policy: model | oracle | random (oracle and random need no model). The model
-    # policy arrives with the model and sampler issues; until then the default is oracle.
+    # Acting policy: model | oracle | random (oracle and random need no model). The default
+    # stays oracle until the trainer (RL issue) produces a trained model.
     config.policy = "oracle"
+
+    config.model = config_dict.ConfigDict()
+    config.model.preset = "tiny"  # used when no checkpoint path is given (random weights)
+    config.model.path = ""  # a Hugging Face Qwen3-VL directory (config.json + safetensors)
+    config.model.dtype = "float32"  # bfloat16 on accelerators
+
+    config.sampler = config_dict.ConfigDict()
+    config.sampler.slots = 4  # requests decoded together (= eval.concurrency is enough)
+    config.sampler.capacity = 8192  # cache tokens per slot: prompt + response (byte tokens: ~1 per character)
+    config.sampler.prompt_buckets = (1024, 2048, 4096, 8192)  # prefill lengths compiled
+    config.sampler.max_images = 2  # screenshots per prompt (history 1 -> 2)
+    config.sampler.patches_per_image = 256  # embedded processor: at most 256x256 px = 256 patches
+    config.sampler.max_new_tokens = 384
 
     config.tasks = config_dict.ConfigDict()
     config.tasks.source = "local"  # the embedded local web
@@ -35,6 +48,7 @@ def get_config() -> config_dict.ConfigDict:
     config.eval.split = "test"  # train | test
     config.eval.num_tasks = 60  # spread evenly over easy / medium / hard
     config.eval.concurrency = 4  # browser pages at once
+    config.eval.temperature = 0.0  # model policy: greedy
 
     config.train = config_dict.ConfigDict()
     config.train.num_demo_tasks = 24  # oracle demonstrations for the supervised warm start

@@ -102,7 +102,7 @@ class _CrashingAgent:
     def __init__(self, browser):
         self.browser = browser
 
-    async def act(self, observation):
+    async def act(self, observation, steps):
         await self.browser.close()
         return Reply(format_response({}, {}, "x", "Click.", {"action": "left_click", "coordinate": [10, 10]}))
 
@@ -138,7 +138,7 @@ def test_navigation_is_confined_to_the_local_web(web):
     urls = iter(["http://127.0.0.2:9/latest/meta-data/", "file:///etc/passwd", task.website])
 
     class Navigator:
-        async def act(self, observation):
+        async def act(self, observation, steps):
             url = next(urls, None)
             arguments = {"action": "navigate", "url": url} if url else {"action": "answer", "text": "x"}
             return Reply(format_response({}, {}, "x", "Go.", arguments))

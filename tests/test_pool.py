@@ -96,7 +96,7 @@ class Script:
         moves = iter(self.moves)
 
         class Agent:
-            async def act(self, observation):
+            async def act(self, observation, steps):
                 move = next(moves, {"action": "answer", "text": "ok"})
                 if callable(move):
                     move(observation)

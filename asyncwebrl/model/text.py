@@ -10,7 +10,7 @@ from flax import nnx, struct
 from jax.ad_checkpoint import checkpoint_name
 
 from asyncwebrl.model.config import TextConfig
-from asyncwebrl.model.layers import Compute, Einsum, RMSNorm, attention, inverse_frequencies, rotate, segment_attention
+from asyncwebrl.model.layers import MASKED, Compute, Einsum, RMSNorm, inverse_frequencies, rotate, segment_attention
 
 
 def mrope_angles(positions, cfg: TextConfig):
@@ -28,27 +28,42 @@ def mrope_angles(positions, cfg: TextConfig):
 
 @struct.dataclass
 class KVCache:
-    """Keys and values of every layer for B rows of up to S tokens each."""
-    keys: list                 # per layer [B, S, K, H]
-    values: list               # per layer [B, S, K, H]
+    """Keys and values of every layer for B rows of up to S tokens each.
+
+    Layout [B, K, S, H] (heads before positions): a decode step's attention is then a
+    plain batched matmul over (B, K) that reads the cache where it lies; [B, S, K, H]
+    made XLA transpose the whole cache in every layer of every step."""
+    keys: list                 # per layer [B, K, S, H]
+    values: list               # per layer [B, K, S, H]
     lengths: jnp.ndarray       # [B] int32: tokens already written per row
 
     @classmethod
     def empty(cls, cfg: TextConfig, batch: int, capacity: int, dtype=jnp.bfloat16) -> "KVCache":
-        shape = (batch, capacity, cfg.num_kv_heads, cfg.head_dim)
+        shape = (batch, cfg.num_kv_heads, capacity, cfg.head_dim)
         return cls(keys=[jnp.zeros(shape, dtype) for _ in range(cfg.num_layers)],
                    values=[jnp.zeros(shape, dtype) for _ in range(cfg.num_layers)],
                    lengths=jnp.zeros((batch,), jnp.int32))
 
     @property
     def capacity(self) -> int:
-        return self.keys[0].shape[1]
+        return self.keys[0].shape[2]
 
 
 def write_rows(buffer, new, starts):
-    """buffer [B, S, ...] with new [B, T, ...] written at per-row offsets starts [B]."""
-    return jax.vmap(lambda buf, x, s: jax.lax.dynamic_update_slice_in_dim(buf, x.astype(buf.dtype), s, 0))(
-        buffer, new, starts)
+    """buffer [B, K, S, H] with new [B, T, K, H] written at per-row positions starts [B]."""
+    new = new.swapaxes(1, 2).astype(buffer.dtype)  # [B, K, T, H]: only the new tokens move
+    return jax.vmap(lambda buf, x, s: jax.lax.dynamic_update_slice_in_dim(buf, x, s, 1))(buffer, new, starts)
+
+
+def cached_attention(q, keys, values, allowed):
+    """q: [B, T, N, H]; keys, values: [B, K, S, H] (cache layout); allowed: [B, T, S]."""
+    b, t, n, h = q.shape
+    kv_heads = keys.shape[1]
+    q = q.reshape(b, t, kv_heads, n // kv_heads, h)
+    scores = jnp.einsum("btkgh,bksh->bkgts", q, keys.astype(q.dtype), preferred_element_type=jnp.float32) * (h**-0.5)
+    scores = jnp.where(allowed[:, None, None, :, :], scores, MASKED)
+    weights = jax.nn.softmax(scores, axis=-1).astype(q.dtype)
+    return jnp.einsum("bkgts,bksh->btkgh", weights, values.astype(q.dtype)).reshape(b, t, n, h)
 
 
 class Attention(nnx.Module):
@@ -78,7 +93,7 @@ class Attention(nnx.Module):
             return self.o_proj(segment_attention(q, k, v, mask, causal=True, implementation=self.implementation)), None
         k = write_rows(cache_kv[0], k, cache_starts)
         v = write_rows(cache_kv[1], v, cache_starts)
-        return self.o_proj(attention(q, k.astype(q.dtype), v.astype(q.dtype), mask)), (k, v)
+        return self.o_proj(cached_attention(q, k, v, mask)), (k, v)
 
 
 class DecoderLayer(nnx.Module):

@@ -17,7 +17,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from asyncwebrl.records import Step, Task, Trajectory
 from asyncwebrl.rollout.page import LEAVING_FLAG_JS, NavigationWatch, execute, observe
-from asyncwebrl.rollout.policies import Agent
+from asyncwebrl.rollout.policies import Agent, PolicyUnavailable
 from asyncwebrl.rollout.response import response_action
 from asyncwebrl.rollout.sandbox import Sandbox
 from asyncwebrl.rollout.screenshots import ScreenshotStore
@@ -87,7 +87,7 @@ async def run_episode(browser, task: Task, agent: Agent, *, site: EpisodeSite, s
             if steps:
                 steps[-1].screenshot_changed = observation.screenshot_key != steps[-1].screenshot_key
             policy_started = time.perf_counter()
-            reply = await agent.act(observation)
+            reply = await agent.act(observation, steps)
             acted = time.perf_counter()
             _, action = response_action(reply.text, settings.interaction)
             last_error = action.error
@@ -108,7 +108,7 @@ async def run_episode(browser, task: Task, agent: Agent, *, site: EpisodeSite, s
             unrecorded.pop()
             if outcome == "answered":
                 break
-    except (PlaywrightError, StepHang) as failure:
+    except (PlaywrightError, StepHang, PolicyUnavailable) as failure:
         message = str(failure).splitlines()[0] if str(failure) else ""
         outcome, error = "crashed", f"{type(failure).__name__}: {message}"
     finally:

@@ -1,8 +1,9 @@
 """Policies that need no model: the scripted oracle and a random baseline.
 
-A policy starts one agent per episode (`begin`); the agent turns each observation into
-a response text in the memory-additive format, exactly as a model would. The model
-policy (sampler issue) implements the same two methods and fills the token fields.
+A policy starts one agent per episode (`begin`); the agent turns each observation (and
+the episode's steps so far) into a response text in the memory-additive format, exactly
+as a model would. The model policy (asyncwebrl.runtime.model_policy) implements the same
+two methods and fills the token fields.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import dataclasses
 import random
 from typing import Any, Callable, Protocol
 
-from asyncwebrl.records import Task
+from asyncwebrl.records import Step, Task
 from asyncwebrl.rollout.page import Element, Observation, pixels_to_grid
 from asyncwebrl.rollout.response import GRID, format_response
 from asyncwebrl.web.walker import fill_placeholders
@@ -27,8 +28,14 @@ class Reply:
     versions: list[int] = dataclasses.field(default_factory=list)
 
 
+class PolicyUnavailable(Exception):
+    """The policy cannot act on this step for a reason that is not the model's choice (the
+    prompt outgrew the sampler's context, the sampler stopped). The episode ends as
+    crashed: excluded from success rates and from training, never scored 0."""
+
+
 class Agent(Protocol):
-    async def act(self, observation: Observation) -> Reply: ...
+    async def act(self, observation: Observation, steps: list[Step]) -> Reply: ...
 
 
 class Policy(Protocol):
@@ -68,7 +75,7 @@ class OracleAgent:
     def _reply(self, intention: str, sentence: str, arguments: dict) -> Reply:
         return Reply(format_response(dict(self.memory), self._progress(), intention, sentence, arguments))
 
-    async def act(self, observation: Observation) -> Reply:
+    async def act(self, observation: Observation, steps: list[Step]) -> Reply:
         while self.plan[self.cursor]["op"] == "note":  # facts on this screen go to Memory first
             session = self.session()
             self.memory.update({k: fill_placeholders(v, session) for k, v in self.plan[self.cursor]["memory"].items()})
@@ -134,7 +141,7 @@ class RandomAgent:
             return {"element_id": self.rng.randint(1, 20)}
         return {"coordinate": [self.rng.randint(0, GRID), self.rng.randint(0, GRID)]}
 
-    async def act(self, observation: Observation) -> Reply:
+    async def act(self, observation: Observation, steps: list[Step]) -> Reply:
         rng = self.rng
         if rng.random() < self.answer_probability:
             arguments = {"action": "answer", "text": " ".join(rng.sample(_WORDS, 2))}

@@ -26,13 +26,15 @@ from asyncwebrl.web.server import LocalWeb
 
 async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: EpisodeSettings, *,
                     concurrency: int = 4, pages_per_browser: int = 4, recycle_after: int = 200,
-                    executable_path: str = "", progress=sys.stderr) -> tuple[list[Trajectory], float]:
+                    executable_path: str = "", store: ScreenshotStore | None = None,
+                    progress=sys.stderr) -> tuple[list[Trajectory], float]:
     """One episode per task on the browser pool; returns the trajectories (in task order)
-    and wall seconds. Screenshots are freed as soon as an episode is judged."""
+    and wall seconds. Screenshots are freed as soon as an episode is judged. Pass `store`
+    when the policy reads screenshots too (the model policy does)."""
     started = time.perf_counter()
     done = 0
     interactive = bool(progress) and progress.isatty()  # a live line on a terminal, every 10% in logs
-    store = ScreenshotStore()
+    store = store if store is not None else ScreenshotStore()
     results: list[Trajectory | None] = [None] * len(tasks)
     environment = LocalEnvironment(web)
     pool = BrowserPool(environment, store=store, settings=settings,

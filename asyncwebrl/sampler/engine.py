@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.sharding import NamedSharding
+from jax.sharding import NamedSharding, PartitionSpec
 
 from asyncwebrl.model.inputs import IMAGE, ModelInputs, VisionFeatures, sequence_positions, vision_inputs
 from asyncwebrl.model.text import KVCache
@@ -98,9 +98,14 @@ class Engine:
         self._param_shardings = param_shardings(params, self.mesh, rules)
         self._params = jax.device_put(params, self._param_shardings)
         self._version = version
-        # slack of one bucket: a padded prompt chunk is always written whole, never clamped
-        cache = model.init_cache(settings.slots, settings.capacity + max(settings.prompt_buckets))
-        self._cache = jax.device_put(cache, self._cache_shardings(cache, rules))
+        # A padded prompt chunk must be written whole, never clamped at the end of a row: a
+        # prompt longer than the largest bucket is chunked, and its last chunk may overhang
+        # by up to one bucket. With a bucket as large as the capacity nothing is chunked.
+        self.buckets = tuple(sorted({min(b, settings.capacity) for b in settings.prompt_buckets}))
+        largest = self.buckets[-1]
+        cache = model.init_cache(settings.slots, settings.capacity + (0 if largest == settings.capacity else largest))
+        cache_shardings = self._cache_shardings(cache, rules)
+        self._cache = jax.device_put(cache, cache_shardings)
         self._slots: list[_Slot | None] = [None] * settings.slots
         self._queue: collections.deque = collections.deque()
         self._pending_params = None
@@ -110,15 +115,17 @@ class Engine:
         self._step = 0
         self._vision_cache: collections.OrderedDict = collections.OrderedDict()
         self.stats = collections.Counter()
-        self._prefill = jax.jit(self._prefill_impl, donate_argnums=(1,))
-        self._decode = jax.jit(self._decode_impl, donate_argnums=(1,))
+        # the cache keeps one sharding across calls (else every call would see a new one and recompile)
+        self._prefill = jax.jit(self._prefill_impl, donate_argnums=(1,), static_argnames=("first",),
+                                out_shardings=(cache_shardings, None, None))
+        self._decode = jax.jit(self._decode_impl, donate_argnums=(1,), out_shardings=(cache_shardings, None, None))
         self._encode = jax.jit(lambda p, v: nnx.merge(self.graphdef, p).encode_images(v))
 
     def _cache_shardings(self, cache: KVCache, rules: dict):
         """Slots over the batch axes, KV heads over tensor (as the attention weights are)."""
         def place(axes, shape):
             return NamedSharding(self.mesh, logical_spec(axes, shape, self.mesh, rules))
-        kv = place(("batch", None, "kv_heads", "head_dim"), cache.keys[0].shape)
+        kv = place(("batch", "kv_heads", None, "head_dim"), cache.keys[0].shape)
         return KVCache(keys=[kv] * len(cache.keys), values=[kv] * len(cache.values),
                        lengths=place((None,), cache.lengths.shape))
 
@@ -167,6 +174,27 @@ class Engine:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    def warm_up(self) -> None:
+        """Compile every shape the engine will ever run (each prefill bucket, first and
+        later chunks; decode; the vision encoder) before serving, on a free slot's cache."""
+        if self._thread is not None:
+            raise RuntimeError("warm up before start()")
+        for bucket in self.buckets:
+            for first in (True, False):
+                zeros = np.zeros((1, bucket), np.int32)
+                features = None
+                if self.settings.max_images:
+                    patches = np.zeros((4, self.config.vision.patch_dim), np.float32)
+                    features = self._features([Image(pixel_values=patches, grid_thw=(1, 2, 2))])
+                self._cache, _, _ = self._prefill(self._params, self._cache, np.int32(0), np.int32(0), zeros,
+                                                  np.zeros((3, 1, bucket), np.int32), zeros + 1, zeros - 1,
+                                                  features, self._key(), first=first)
+        slots = self.settings.slots
+        self._cache, _, _ = self._decode(self._params, self._cache, np.zeros(slots, np.int32),
+                                         np.zeros(slots, np.int32), np.zeros(slots, bool), self._key())
+        jax.block_until_ready(self._cache)
+        self.stats.clear()
 
     def compilations(self) -> dict[str, int]:
         """How many shapes each jitted function has compiled (steady state: constant)."""
@@ -240,14 +268,14 @@ class Engine:
         started = time.perf_counter()
         start, token, logprob = 0, None, None
         while start < len(ids):
-            chunk = min(len(ids) - start, max(s.prompt_buckets))
-            bucket = min(b for b in s.prompt_buckets if b >= chunk)
+            chunk = min(len(ids) - start, self.buckets[-1])
+            bucket = min(b for b in self.buckets if b >= chunk)
             pad = bucket - chunk
             piece = lambda a: np.pad(a[..., start:start + chunk], [(0, 0)] * (a.ndim - 1) + [(0, pad)])  # noqa: E731
             self._cache, token, logprob = self._prefill(
                 self._params, self._cache, np.int32(index), np.int32(start), piece(ids)[None],
                 piece(positions)[:, None], piece(np.ones(len(ids), np.int32))[None], piece(source)[None],
-                features, self._key())
+                features, self._key(), first=start == 0)
             start += chunk
         slot.length = len(ids)
         self._record(index, int(token), float(logprob))
@@ -280,8 +308,10 @@ class Engine:
         depth = len(config.vision.deepstack_layers)
         missing = s.max_images - len(blocks)
         stack = lambda parts: jnp.concatenate(parts + [empty] * missing)  # noqa: E731
-        return VisionFeatures(tokens=stack([b.tokens for b in blocks]),
-                              deepstack=tuple(stack([b.deepstack[k] for b in blocks]) for k in range(depth)))
+        features = VisionFeatures(tokens=stack([b.tokens for b in blocks]),
+                                  deepstack=tuple(stack([b.deepstack[k] for b in blocks]) for k in range(depth)))
+        # one placement whatever the images (cached, fresh or none): a jit cache key includes it
+        return jax.device_put(features, NamedSharding(self.mesh, PartitionSpec()))
 
     def _decode_all(self) -> None:
         s = self.settings
@@ -327,17 +357,26 @@ class Engine:
 
     # ------------------------------------------------------------ jitted bodies
 
-    def _prefill_impl(self, params, cache: KVCache, slot, start, tokens, positions, valid, source, features, key):
-        """Append one prompt chunk to slot `slot` (which holds `start` tokens); sample from its last token."""
+    def _prefill_impl(self, params, cache: KVCache, slot, start, tokens, positions, valid, source, features, key,
+                      first: bool):
+        """Append one prompt chunk to slot `slot` (which holds `start` tokens); sample from its last token.
+
+        The first chunk attends only within itself, so it runs on a cache row of the chunk's
+        length rather than the slot's capacity (most prompts are one chunk)."""
         model = nnx.merge(self.graphdef, params)
-        take = lambda a: jax.lax.dynamic_slice_in_dim(a, slot, 1, 0)  # noqa: E731
-        row = KVCache(keys=[take(k) for k in cache.keys], values=[take(v) for v in cache.values],
-                      lengths=start[None])
+        bucket = tokens.shape[1]
+        if first:
+            row = KVCache.empty(self.config.text, 1, bucket, cache.keys[0].dtype)
+        else:
+            take = lambda a: jax.lax.dynamic_slice_in_dim(a, slot, 1, 0)  # noqa: E731
+            row = KVCache(keys=[take(k) for k in cache.keys], values=[take(v) for v in cache.values],
+                          lengths=start[None])
         inputs = ModelInputs(tokens=tokens, positions=positions, segment_ids=valid, vision_source=source)
         hidden, row = model.hidden_states(inputs, row, features)
         last = jax.lax.dynamic_slice_in_dim(hidden, valid.sum() - 1, 1, axis=1)
         token, logprob = sample(model.logits(last)[:, 0], key, self.settings.sampling)
-        put = lambda a, r: jax.lax.dynamic_update_slice_in_dim(a, r, slot, 0)  # noqa: E731
+        zero = jnp.zeros((), jnp.int32)
+        put = lambda a, r: jax.lax.dynamic_update_slice(a, r, (slot, zero, zero, zero))  # noqa: E731
         cache = KVCache(keys=[put(a, r) for a, r in zip(cache.keys, row.keys)],
                         values=[put(a, r) for a, r in zip(cache.values, row.values)],
                         lengths=cache.lengths.at[slot].set(row.lengths[0]))

@@ -1,0 +1,69 @@
+"""The model as a policy: prompt -> tokens -> sampler -> response text (DESIGN.md §3).
+
+For every step the agent builds the Qwen3-VL chat prompt (PromptBuilder), fetches the
+screenshots it names from the store, encodes both with the Processor, and awaits the
+sampler engine. The Reply carries everything the learner needs later: prompt token ids
+exactly as the sampler saw them, image keys, response ids, behaviour log-probs and the
+weight version of every response token. Tokenizing and image resizing run in a worker
+thread, so the browser event loop never waits on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+
+from asyncwebrl.model.tokenizer import Processor
+from asyncwebrl.records import Step, Task
+from asyncwebrl.rollout.page import Observation
+from asyncwebrl.rollout.policies import PolicyUnavailable, Reply
+from asyncwebrl.rollout.prompts import PromptBuilder
+from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.sampler.engine import Engine, Image, Request
+
+
+class ModelPolicy:
+    def __init__(self, engine: Engine, processor: Processor, store: ScreenshotStore, prompts: PromptBuilder,
+                 max_new_tokens: int = 256):
+        self.engine = engine
+        self.processor = processor
+        self.store = store
+        self.prompts = prompts
+        self.max_new_tokens = max_new_tokens
+
+    def begin(self, task: Task, *, interaction: str, episode_id: str) -> "ModelAgent":
+        if interaction != self.prompts.interaction:
+            raise ValueError(f"the prompts are for {self.prompts.interaction!r}, the episode uses {interaction!r}")
+        return ModelAgent(self, task)
+
+
+class ModelAgent:
+    def __init__(self, policy: ModelPolicy, task: Task):
+        self.policy = policy
+        self.task = task
+
+    def request(self, observation: Observation, steps: list[Step]) -> tuple[Request, list[str]]:
+        """The sampler request for this step, and the screenshot keys it shows."""
+        policy = self.policy
+        prompt = policy.prompts.build(self.task, steps, observation)
+        images = [policy.store.get_array(key) for key in prompt.image_keys]
+        encoded = policy.processor.encode(prompt.messages, images)
+        bounds = np.concatenate([[0], np.cumsum(encoded["image_grid_thw"].prod(axis=1))])
+        pictures = [Image(pixel_values=encoded["pixel_values"][a:b], grid_thw=tuple(int(x) for x in grid), key=key)
+                    for key, grid, a, b in zip(prompt.image_keys, encoded["image_grid_thw"], bounds[:-1], bounds[1:])]
+        request = Request(input_ids=encoded["input_ids"], images=pictures, max_new_tokens=policy.max_new_tokens)
+        return request, prompt.image_keys
+
+    async def act(self, observation: Observation, steps: list[Step]) -> Reply:
+        request, image_keys = await asyncio.to_thread(self.request, observation, steps)
+        try:
+            response = await asyncio.wrap_future(self.policy.engine.submit(request))
+        except (ValueError, RuntimeError) as refused:  # too long for a slot, or the engine stopped
+            raise PolicyUnavailable(str(refused)) from refused
+        text_ids = response.tokens
+        if response.finish_reason == "stop":  # the end-of-turn token is not part of the text
+            text_ids = text_ids[:-1]
+        return Reply(text=self.policy.processor.decode(text_ids), prompt_ids=request.input_ids.tolist(),
+                     image_keys=list(image_keys), response_ids=response.tokens.tolist(),
+                     logprobs=response.logprobs.tolist(), versions=response.versions.tolist())

@@ -1,0 +1,57 @@
+"""The model as the acting policy: real Chromium, the local web, the tiny model behind
+the sampler engine. An untrained model fails the task; what is checked is that every step
+carries what the learner needs, consistent with what the sampler saw."""
+
+import asyncio
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from asyncwebrl.model import Qwen3VL, preset
+from asyncwebrl.model.tokenizer import Processor
+from asyncwebrl.rollout.episode import EpisodeSettings
+from asyncwebrl.rollout.prompts import PromptBuilder
+from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.runtime.evaluate import run_tasks
+from asyncwebrl.runtime.model_policy import ModelPolicy
+from asyncwebrl.sampler import Engine, EngineSettings, SamplingSettings
+from asyncwebrl.web.server import LocalWeb
+from asyncwebrl.web.tasks import generate_tasks
+
+
+@pytest.fixture(scope="module")
+def web():
+    with LocalWeb() as server:
+        yield server
+
+
+def test_model_policy_episode_records_tokens_logprobs_and_versions(web):
+    processor = Processor.embedded()
+    model = Qwen3VL(preset("tiny"), rngs=nnx.Rngs(0))
+    settings = EngineSettings(slots=2, capacity=4096, prompt_buckets=(512, 2048), max_images=2, patches_per_image=256,
+                              sampling=SamplingSettings(temperature=1.0), stop_token_ids=(processor.special.eos,))
+    store = ScreenshotStore()
+    engine = Engine(model, settings, version=7)
+    policy = ModelPolicy(engine, processor, store, PromptBuilder("set_of_marks"), max_new_tokens=24)
+    task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)  # easy: 10 steps at most
+    with engine:
+        (trajectory,), _ = asyncio.run(run_tasks([task], policy, web, EpisodeSettings(interaction="set_of_marks",
+                                                                                       phase="train"),
+                                                 store=store, concurrency=1, progress=None))
+    assert trajectory.outcome in ("answered", "limit") and trajectory.reward is not None
+    assert len(trajectory.steps) >= 1
+    pad = processor.special.image_pad
+    for step in trajectory.steps:
+        assert 0 < len(step.response_ids) == len(step.behave_logprobs) == len(step.versions) <= 24
+        assert set(step.versions) == {7}
+        assert all(np.isfinite(step.behave_logprobs)) and max(step.behave_logprobs) <= 0
+        assert len(step.image_keys) == min(step.index + 1, 2)       # history 1: previous + current screenshot
+        assert step.image_keys[-1] == step.screenshot_key
+        runs = np.diff(np.concatenate([[0], np.asarray(step.prompt_ids) == pad, [0]]).astype(int))
+        assert (runs == 1).sum() == len(step.image_keys)              # one placeholder run per screenshot
+        assert processor.decode(step.prompt_ids).startswith("<|im_start|>system\n")
+        text_ids = step.response_ids[:-1] if step.response_ids[-1] == processor.special.eos else step.response_ids
+        assert step.response == processor.decode(text_ids)
+    assert store.stats.entries == 0  # screenshots freed after the episode was judged
+    assert engine.stats["vision_cache_hits"] >= len(trajectory.steps) - 1  # each screenshot is shown twice
