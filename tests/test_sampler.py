@@ -191,7 +191,7 @@ def test_steady_state_never_recompiles(pair):
         futures = [engine.submit(as_request(f, 4 + k)) for k, f in enumerate(more)]
         [f.result(timeout=300) for f in futures]
         assert engine.compilations() == compiled
-    assert compiled == {"prefill": 4, "decode": 1, "encode": 1}
+    assert compiled == {"prefill": 4, "decode": len(engine.windows), "encode": 1}
 
 
 def test_vision_cache_encodes_a_screenshot_once_per_version(pair):

@@ -118,7 +118,12 @@ class Engine:
         # the cache keeps one sharding across calls (else every call would see a new one and recompile)
         self._prefill = jax.jit(self._prefill_impl, donate_argnums=(1,), static_argnames=("first",),
                                 out_shardings=(cache_shardings, None, None))
-        self._decode = jax.jit(self._decode_impl, donate_argnums=(1,), out_shardings=(cache_shardings, None, None))
+        self._decode = jax.jit(self._decode_impl, donate_argnums=(1,), static_argnames=("window",),
+                               out_shardings=(cache_shardings, None, None))
+        # decode attends over the first `window` cache positions only: the smallest of these
+        # that holds every active slot (powers of two from 256 up to the allocated length)
+        allocated = cache.capacity
+        self.windows = tuple(sorted({min(2**k, allocated) for k in range(8, max(8, allocated.bit_length()) + 1)}))
         self._encode = jax.jit(lambda p, v: nnx.merge(self.graphdef, p).encode_images(v))
 
     def _cache_shardings(self, cache: KVCache, rules: dict):
@@ -191,8 +196,10 @@ class Engine:
                                                   np.zeros((3, 1, bucket), np.int32), zeros + 1, zeros - 1,
                                                   features, self._key(), first=first)
         slots = self.settings.slots
-        self._cache, _, _ = self._decode(self._params, self._cache, np.zeros(slots, np.int32),
-                                         np.zeros(slots, np.int32), np.zeros(slots, bool), self._key())
+        for window in self.windows:
+            self._cache, _, _ = self._decode(self._params, self._cache, np.zeros(slots, np.int32),
+                                             np.zeros(slots, np.int32), np.zeros(slots, bool), self._key(),
+                                             window=window)
         jax.block_until_ready(self._cache)
         self.stats.clear()
 
@@ -324,8 +331,10 @@ class Engine:
         tokens = np.array([slot.tokens[-1] if slot else 0 for slot in self._slots], np.int32)
         positions = np.array([slot.position if slot else 0 for slot in self._slots], np.int32)
         started = time.perf_counter()
+        longest = max(slot.length + 1 for slot in self._slots if slot is not None)
+        window = min(w for w in self.windows if w >= longest)
         self._cache, new_tokens, new_logprobs = self._decode(self._params, self._cache, tokens, positions, active,
-                                                             self._key())
+                                                             self._key(), window=window)
         new_tokens, new_logprobs = np.asarray(new_tokens), np.asarray(new_logprobs)
         self.stats["decode_steps"] += 1
         self.stats["decode_seconds"] += time.perf_counter() - started
@@ -382,12 +391,19 @@ class Engine:
                         lengths=cache.lengths.at[slot].set(row.lengths[0]))
         return cache, token[0], logprob[0]
 
-    def _decode_impl(self, params, cache: KVCache, tokens, positions, active, key):
-        """One token for every slot; inactive slots compute but change nothing that is read."""
+    def _decode_impl(self, params, cache: KVCache, tokens, positions, active, key, window: int):
+        """One token for every slot, attending over the first `window` positions (every
+        active slot's tokens lie there); inactive slots compute but change nothing read."""
         model = nnx.merge(self.graphdef, params)
+        view = KVCache(keys=[k[:, :, :window] for k in cache.keys], values=[v[:, :, :window] for v in cache.values],
+                       lengths=jnp.minimum(cache.lengths, window - 1))   # a finished full slot may sit past it
         inputs = ModelInputs(tokens=tokens[:, None], positions=jnp.broadcast_to(positions[None, :, None],
                                                                                   (3,) + tokens.shape + (1,)),
                              segment_ids=active[:, None].astype(jnp.int32), vision_source=jnp.full_like(tokens[:, None], -1))
-        hidden, cache = model.hidden_states(inputs, cache)
+        hidden, view = model.hidden_states(inputs, view)
+        back = lambda full, part: jax.lax.dynamic_update_slice(full, part, (0, 0, 0, 0))  # noqa: E731
+        cache = KVCache(keys=[back(a, b) for a, b in zip(cache.keys, view.keys)],
+                        values=[back(a, b) for a, b in zip(cache.values, view.values)],
+                        lengths=cache.lengths + active.astype(jnp.int32))
         token, logprob = sample(model.logits(hidden)[:, 0], key, self.settings.sampling)
         return cache, token, logprob
