@@ -80,18 +80,3 @@ def param_shardings(tree, mesh: Mesh, rules: dict):
         axes = axes or (None,) * len(leaf.shape)
         return NamedSharding(mesh, logical_spec(axes, leaf.shape, mesh, rules))
     return jax.tree.map(sharding, tree, is_leaf=lambda x: isinstance(x, nnx.Variable))
-
-
-def batch_sharding(mesh: Mesh, rules: dict, ndim: int, batch_axis: int = 0) -> NamedSharding:
-    """Shard an input array's batch dimension over the rule's batch axes."""
-    spec = [None] * ndim
-    batch_axes = tuple(a for a in rules["batch"] if mesh.shape[a] > 1)
-    spec[batch_axis] = batch_axes or None
-    return NamedSharding(mesh, PartitionSpec(*spec))
-
-
-def shard_model(model: nnx.Module, mesh: Mesh, rules: dict) -> nnx.Module:
-    """Move a model's parameters onto the mesh in place; returns the model."""
-    state = nnx.state(model)
-    nnx.update(model, jax.device_put(state, param_shardings(state, mesh, rules)))
-    return model
