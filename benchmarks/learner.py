@@ -41,6 +41,7 @@ from asyncwebrl.learner.learner import Learner, LearnerSettings  # noqa: E402
 from asyncwebrl.learner.packing import PackingShape, StepRow  # noqa: E402
 from asyncwebrl.learner.train import LossSettings, OptimizerSettings  # noqa: E402
 from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
+from benchmarks.workload import ordinary_token_limit  # noqa: E402
 
 RESPONSE_TOKENS = 240        # SPEC.md §6: ~240 response tokens per step
 SCREEN_GRID = (1, 46, 80)    # a 1280x720 screenshot under Qwen3-VL's processor: 3,680 patches, 920 tokens
@@ -64,7 +65,7 @@ def measured_matmul_peak(dtype=jnp.bfloat16, size: int = 8192, repeats: int = 10
 def synthetic_rows(config, count: int, prompt_tokens: int, images: bool, rng) -> list[StepRow]:
     rows = []
     for _ in range(count):
-        ordinary = 256 if config.text.vocab_size < 1000 else 150_000  # below every special token id
+        ordinary = ordinary_token_limit(config)
         prompt = rng.integers(0, ordinary, prompt_tokens).astype(np.int32)
         pixels, grids = np.zeros((0, config.vision.patch_dim), np.float32), np.zeros((0, 3), np.int64)
         if images:

@@ -30,21 +30,19 @@ from flax import nnx  # noqa: E402
 
 from asyncwebrl.model import ModelInputs, Qwen3VL, preset  # noqa: E402
 from asyncwebrl.model.inputs import sequence_positions, vision_inputs, vision_source  # noqa: E402
-from asyncwebrl.model.tokenizer import EMBEDDED_MAX_PIXELS, EMBEDDED_MIN_PIXELS, make_image_processor  # noqa: E402
+from benchmarks.workload import ordinary_token_limit, screenshot_processor  # noqa: E402
 
 
 def step_rows(config, batch: int, text_tokens: int, image_hw: tuple[int, int], rng) -> ModelInputs:
     """`batch` rows of [text/2, one image, text/2] with random pixels and token ids."""
-    small = config.text.vocab_size < 1000
-    processor = make_image_processor(EMBEDDED_MIN_PIXELS if small else 56 * 56,
-                                     EMBEDDED_MAX_PIXELS if small else 16384 * 32 * 32)
+    processor = screenshot_processor(config)
     image = rng.integers(0, 256, (*image_hw, 3), dtype=np.uint8)
     encoded = processor(images=[image] * batch, return_tensors="np")
     grids = encoded["image_grid_thw"]
     image_tokens = int(grids[0].prod()) // config.vision.merge_unit
     half = text_tokens // 2
     types = np.array([0] * half + [1] * image_tokens + [0] * (text_tokens - half))
-    ids = rng.integers(0, min(config.text.vocab_size, 256), (batch, types.size)).astype(np.int32)
+    ids = rng.integers(0, ordinary_token_limit(config), (batch, types.size)).astype(np.int32)
     ids[:, types == 1] = config.image_token_id
     positions, _ = sequence_positions(types, grids[:1], config.vision.spatial_merge_size)
     vision = vision_inputs(encoded["pixel_values"], grids, config.vision)

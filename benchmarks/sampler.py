@@ -35,7 +35,7 @@ from flax import nnx  # noqa: E402
 
 from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
 from asyncwebrl.model.config import to_hf_dict  # noqa: E402
-from asyncwebrl.model.tokenizer import EMBEDDED_MAX_PIXELS, EMBEDDED_MIN_PIXELS, make_image_processor  # noqa: E402
+from benchmarks.workload import ordinary_token_limit, screenshot_processor  # noqa: E402
 from asyncwebrl.sampler import Engine, EngineSettings, Image, Request, SamplingSettings  # noqa: E402
 
 
@@ -54,10 +54,8 @@ def copy_bandwidth(megabytes: int = 2048, repeats: int = 10) -> float:
 
 
 def make_requests(config, count: int, text: int, images: int, new_tokens: int, rng) -> list[Request]:
-    small = config.text.vocab_size < 1000
-    processor = make_image_processor(EMBEDDED_MIN_PIXELS if small else 56 * 56,
-                                     EMBEDDED_MAX_PIXELS if small else 16384 * 32 * 32)
-    ordinary = 256 if small else 150_000
+    processor = screenshot_processor(config)
+    ordinary = ordinary_token_limit(config)
     requests = []
     for _ in range(count):
         ids, pictures = list(rng.integers(0, ordinary, text // 2)), []

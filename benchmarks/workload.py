@@ -1,0 +1,23 @@
+"""What the benchmark scripts share about their synthetic agent steps."""
+
+from __future__ import annotations
+
+from asyncwebrl.model.tokenizer import EMBEDDED_MAX_PIXELS, EMBEDDED_MIN_PIXELS, make_image_processor
+
+
+def is_embedded(config) -> bool:
+    """The tiny preset uses the byte tokenizer and the embedded (small-image) processor."""
+    return config.text.vocab_size < 1000
+
+
+def screenshot_processor(config):
+    """The image processor a preset sees screenshots through: the embedded one for tiny,
+    Qwen3-VL's default pixel bounds (56x56 .. 16384 tokens of 32x32 px) otherwise."""
+    if is_embedded(config):
+        return make_image_processor(EMBEDDED_MIN_PIXELS, EMBEDDED_MAX_PIXELS)
+    return make_image_processor(56 * 56, 16384 * 32 * 32)
+
+
+def ordinary_token_limit(config) -> int:
+    """Random text tokens are drawn below this id: below every special token."""
+    return 256 if is_embedded(config) else 150_000
