@@ -81,22 +81,52 @@ def decode_bytes(model, concurrency: int, prompt: int, new_tokens: int, dtype) -
     return (weights + kv) * itemsize
 
 
-def run_ours(model, requests, slots: int, capacity: int, bucket: int, patches: int, images: int) -> dict:
+def make_engine(model, slots: int, capacity: int, bucket: int, patches: int, images: int) -> Engine:
     settings = EngineSettings(slots=slots, capacity=capacity, prompt_buckets=(bucket,), max_images=images,
                               patches_per_image=patches, sampling=SamplingSettings(temperature=1.0))
-    with Engine(model, settings) as engine:
-        [f.result() for f in [engine.submit(r) for r in requests[:1]]]   # compile prefill, encode, decode
-        engine.stats.clear()
-        started = time.perf_counter()
-        responses = [f.result() for f in [engine.submit(r) for r in requests]]
-        wall = time.perf_counter() - started
-        stats = dict(engine.stats)
+    return Engine(model, settings)
+
+
+def run_ours(engine: Engine, requests) -> dict:
+    """One concurrency level on a started engine (one engine serves every level: its cache
+    is sized for the largest, and a second engine would not fit beside it)."""
+    [f.result() for f in [engine.submit(r) for r in requests[:1]]]   # compile prefill, encode, decode
+    engine.stats.clear()
+    started = time.perf_counter()
+    responses = [f.result() for f in [engine.submit(r) for r in requests]]
+    wall = time.perf_counter() - started
+    stats = dict(engine.stats)
     generated = sum(len(r.tokens) for r in responses)
     return {"tokens_per_s": round(generated / wall, 1),
             "latency_s_median": round(float(np.median([r.latency_s for r in responses])), 3),
             "decode_step_ms": round(1e3 * stats["decode_seconds"] / max(stats["decode_steps"], 1), 2),
             "decode_tokens_per_s": round(stats["decode_slot_steps"] / max(stats["decode_seconds"], 1e-9), 1),
             "prefill_s_total": round(stats.get("prefill_seconds", 0.0), 2), "wall_s": round(wall, 2)}
+
+
+def dump_decode_step(engine: Engine, directory: str) -> dict:
+    """The compiled decode step's HLO and XLA's cost estimate, and its device time alone
+    (no host work), for reading where a step's time goes."""
+    slots = engine.settings.slots
+    window = engine.windows[-1]
+    zeros, active = np.zeros(slots, np.int32), np.ones(slots, bool)
+    compiled = engine._decode.lower(engine._params, engine._cache, zeros, zeros, active, engine._key(),
+                                    window=window).compile()
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "decode_step.hlo.txt"), "w") as f:
+        f.write(compiled.as_text())
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        engine._cache, token, _ = engine._decode(engine._params, engine._cache, zeros, zeros, active, engine._key(),
+                                                 window=window)
+        token.block_until_ready()
+        times.append(time.perf_counter() - started)
+    return {"xla_bytes_accessed_gb": round(cost.get("bytes accessed", 0) / 1e9, 2),
+            "xla_flops_t": round(cost.get("flops", 0) / 1e12, 3),
+            "decode_step_device_ms_all_slots": round(1e3 * min(times[1:]), 2)}
 
 
 def run_transformers(config, requests, new_tokens: int, dtype: str, cache: str) -> float:
@@ -143,6 +173,10 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=200)
     parser.add_argument("--hf", default="", help="also time transformers generate with these caches, "
                         "e.g. dynamic,static")
+    parser.add_argument("--hf-concurrency", default="", help="levels at which to time transformers (default: all)")
+    parser.add_argument("--dump", default="", help="write the compiled decode step's HLO here and time it alone")
+    parser.add_argument("--attention", default="xla", choices=["xla", "pallas"],
+                        help="pallas: the decode kernel that reads each slot up to its own length (GPU)")
     args = parser.parse_args()
 
     config = preset(args.preset)
@@ -152,26 +186,31 @@ def main() -> None:
     prompt = len(requests[0].input_ids)
     bucket = -(-prompt // 64) * 64
     patches = max([math.prod(im.grid_thw) for im in requests[0].images] or [4])
-    model = Qwen3VL(config, dtype=args.dtype, param_dtype=args.dtype, rngs=nnx.Rngs(0))
+    hf_levels = [int(c) for c in args.hf_concurrency.split(",")] if args.hf_concurrency else levels
+    model = Qwen3VL(config, dtype=args.dtype, param_dtype=args.dtype, attention=args.attention, rngs=nnx.Rngs(0))
     bandwidth = copy_bandwidth()
-    rows = []
+    rows, probe = [], {}
+    engine = make_engine(model, max(levels), bucket + args.new_tokens + 8, bucket, patches, args.images).start()
     for c in levels:
-        row = {"concurrency": c, **run_ours(model, requests[:c], max(levels), bucket + args.new_tokens + 8, bucket,
-                                            patches, args.images)}
+        row = {"concurrency": c, **run_ours(engine, requests[:c])}
         bound_step = decode_bytes(model, c, prompt, args.new_tokens, args.dtype) / bandwidth
         row["bound_tokens_per_s"] = round(c / bound_step, 1)
         row["decode_fraction_of_bound"] = round(row["decode_tokens_per_s"] / row["bound_tokens_per_s"], 3)
-        if args.hf:
+        if args.hf and c in hf_levels:
             for cache in args.hf.split(","):
                 row[f"transformers_{cache}_tokens_per_s"] = run_transformers(config, requests[:c], args.new_tokens,
                                                                              args.dtype, cache)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print(json.dumps({"preset": args.preset, "dtype": args.dtype, "backend": jax.default_backend(),
+    if args.dump:
+        probe = dump_decode_step(engine, args.dump)
+        print(json.dumps(probe), flush=True)
+    engine.stop()
+    print(json.dumps({"preset": args.preset, "dtype": args.dtype, "attention": args.attention, "backend": jax.default_backend(),
                       "device": jax.devices()[0].device_kind, "cpu_count": os.cpu_count(),
                       "machine": platform.machine(), "prompt_tokens": prompt, "new_tokens": args.new_tokens,
                       "images_per_prompt": args.images, "copy_bandwidth_gb_s": round(bandwidth / 1e9, 1),
-                      "rows": rows}, indent=1))
+                      "decode_step_probe": probe, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -22,8 +22,15 @@ PROCESSOR = Qwen2VLImageProcessorPil(patch_size=16, merge_size=2, temporal_patch
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
+def pair(checkpoint):
     """(transformers model, our model from its checkpoint)."""
+    reference, directory = checkpoint
+    return reference, load_pretrained(directory)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """(transformers model, the directory of its checkpoint)."""
     torch.manual_seed(1)
     config = Qwen3VLConfig(
         text_config=dict(vocab_size=272, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
@@ -42,7 +49,7 @@ def pair(tmp_path_factory):
             parameter.add_(torch.randn_like(parameter) * 0.2)
     directory = tmp_path_factory.mktemp("sampler_ckpt")
     reference.save_pretrained(directory)
-    return reference, load_pretrained(directory)
+    return reference, directory
 
 
 def prompt(text: bytes, images=(), seed=0):
@@ -111,6 +118,23 @@ def test_continuous_batching_does_not_change_results(pair):
         responses = [f.result(timeout=300) for f in futures]
     for fields, n, response in zip(PROMPTS, lengths, responses):
         assert response.finish_reason == "length" and len(response.tokens) == n
+        np.testing.assert_array_equal(response.tokens, hf_greedy(reference, fields, n))
+
+
+def test_pallas_decode_reads_each_row_to_its_own_length(checkpoint):
+    """The Pallas decode kernel (its interpreter on CPU), which reads each slot only up to
+    its length in a cache allocated in whole 512s: same greedy tokens as transformers for
+    concurrent requests of different lengths, text and images."""
+    reference, directory = checkpoint
+    model = load_pretrained(directory, attention="pallas")
+    lengths = [6, 11, 4]
+    settings = EngineSettings(slots=3, capacity=200, prompt_buckets=(64,), max_images=2, patches_per_image=64,
+                              sampling=SamplingSettings(temperature=0.0))
+    with Engine(model, settings) as engine:
+        assert engine.windows == (512,)
+        responses = [f.result(timeout=600) for f in [engine.submit(as_request(f, n))
+                                                      for f, n in zip(PROMPTS[1:4], lengths)]]
+    for fields, n, response in zip(PROMPTS[1:4], lengths, responses):
         np.testing.assert_array_equal(response.tokens, hf_greedy(reference, fields, n))
 
 

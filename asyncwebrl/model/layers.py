@@ -131,8 +131,15 @@ def segment_attention(q, k, v, segment_ids, *, causal: bool, implementation: str
 
         groups = q.shape[2] // k.shape[2]
         k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
-        return mha(q, k.astype(q.dtype), v.astype(q.dtype), segment_ids.astype(jnp.int32), sm_scale=q.shape[-1] ** -0.5,
-                   causal=causal, interpret=jax.default_backend() == "cpu")
+        # the kernel takes whole 128-position blocks: pad with a segment of its own, cut after
+        length = q.shape[1]
+        pad = -length % 128
+        if pad:
+            q, k, v = (jnp.pad(a, ((0, 0), (0, pad), (0, 0), (0, 0))) for a in (q, k, v))
+            segment_ids = jnp.pad(segment_ids, ((0, 0), (0, pad)), constant_values=-1)
+        out = mha(q, k.astype(q.dtype), v.astype(q.dtype), segment_ids.astype(jnp.int32), sm_scale=q.shape[-1] ** -0.5,
+                  causal=causal, interpret=jax.default_backend() == "cpu")
+        return out[:, :length]
     raise ValueError(f"attention implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {implementation!r}")
 
 

@@ -40,6 +40,7 @@ class Qwen3VL(nnx.Module):
             raise ValueError(f"attention must be one of {ATTENTION_IMPLEMENTATIONS}, got {attention!r}")
         self.config = config
         self.remat = remat
+        self.attention = attention
         compute = Compute(dtype=jnp.dtype(dtype), param_dtype=jnp.dtype(param_dtype), attention=attention)
         self.dtype = compute.dtype
         text = config.text

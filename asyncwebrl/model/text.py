@@ -66,6 +66,26 @@ def cached_attention(q, keys, values, allowed):
     return jnp.einsum("bkgts,bksh->btkgh", weights, values.astype(q.dtype)).reshape(b, t, n, h)
 
 
+def decode_attention(q, keys, values, visible):
+    """One new token per row, Pallas GPU kernel: q [B, 1, N, H]; keys, values [B, K, S, H];
+    row b sees its first visible[b] positions, and blocks past them are never read, so a
+    step costs the tokens in use rather than the capacity (cached_attention reads all S).
+
+    The kernel splits S into k_splits parts of whole 128-position blocks; capacities that
+    are a multiple of 512 keep at least four parts (the engine allocates such)."""
+    from jax.experimental.pallas.ops.gpu.decode_attention import gqa  # GPU kernel; imported only when asked for
+
+    b, _, n, h = q.shape
+    capacity = keys.shape[2]
+    block = 128 if capacity % 128 == 0 else capacity
+    splits = max(d for d in range(1, 17) if (capacity // block) % d == 0)
+    # gqa takes [B, S, K, H] and transposes to [B, K, S, H] inside: the two swaps cancel
+    out = gqa(q[:, 0], keys.swapaxes(1, 2).astype(q.dtype), values.swapaxes(1, 2).astype(q.dtype),
+              kv_seq_len=visible.astype(jnp.int32), sm_scale=h**-0.5, block_k=block, k_splits=splits,
+              interpret=jax.default_backend() == "cpu")
+    return out.reshape(b, 1, n, h)
+
+
 class Attention(nnx.Module):
     def __init__(self, cfg: TextConfig, compute: Compute, rngs: nnx.Rngs):
         d, n, k, h = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
@@ -93,6 +113,8 @@ class Attention(nnx.Module):
             return self.o_proj(segment_attention(q, k, v, mask, causal=True, implementation=self.implementation)), None
         k = write_rows(cache_kv[0], k, cache_starts)
         v = write_rows(cache_kv[1], v, cache_starts)
+        if self.implementation == "pallas" and q.shape[1] == 1:   # a decode step: read each row's own length
+            return self.o_proj(decode_attention(q, k, v, jnp.minimum(cache_starts + 1, k.shape[2]))), (k, v)
         return self.o_proj(cached_attention(q, k, v, mask)), (k, v)
 
 

@@ -96,14 +96,23 @@ class Engine:
         self.mesh = mesh or make_mesh({"fsdp": 1}, devices=jax.devices()[:1])
         self.graphdef, params = nnx.split(model)
         self._param_shardings = param_shardings(params, self.mesh, rules)
-        self._params = jax.device_put(params, self._param_shardings)
+        # jitted calls take the parameters as a flat list: flattening an nnx.State in
+        # Python on every decode step cost milliseconds of host time for a 2B model
+        self._params_def = jax.tree.structure(params)
+        self._params = self._private_copy(params)
         self._version = version
         # A padded prompt chunk must be written whole, never clamped at the end of a row: a
         # prompt longer than the largest bucket is chunked, and its last chunk may overhang
         # by up to one bucket. With a bucket as large as the capacity nothing is chunked.
         self.buckets = tuple(sorted({min(b, settings.capacity) for b in settings.prompt_buckets}))
         largest = self.buckets[-1]
-        cache = model.init_cache(settings.slots, settings.capacity + (0 if largest == settings.capacity else largest))
+        allocated = settings.capacity + (0 if largest == settings.capacity else largest)
+        # the Pallas decode kernel reads each row up to its own length, in 128-position
+        # blocks split into parts: it needs no windows, and an allocation of whole 512s
+        reads_own_length = model.attention == "pallas"
+        if reads_own_length:
+            allocated = -(-allocated // 512) * 512
+        cache = model.init_cache(settings.slots, allocated)
         cache_shardings = self._cache_shardings(cache, rules)
         self._cache = jax.device_put(cache, cache_shardings)
         self._slots: list[_Slot | None] = [None] * settings.slots
@@ -120,11 +129,12 @@ class Engine:
                                 out_shardings=(cache_shardings, None, None))
         self._decode = jax.jit(self._decode_impl, donate_argnums=(1,), static_argnames=("window",),
                                out_shardings=(cache_shardings, None, None))
-        # decode attends over the first `window` cache positions only: the smallest of these
-        # that holds every active slot (powers of two from 256 up to the allocated length)
-        allocated = cache.capacity
-        self.windows = tuple(sorted({min(2**k, allocated) for k in range(8, max(8, allocated.bit_length()) + 1)}))
-        self._encode = jax.jit(lambda p, v: nnx.merge(self.graphdef, p).encode_images(v))
+        # XLA attention reads every position it is given, so decode attends over the first
+        # `window` positions only: the smallest of these that holds every active slot
+        # (powers of two from 256 up to the allocated length)
+        self.windows = ((allocated,) if reads_own_length else
+                        tuple(sorted({min(2**k, allocated) for k in range(8, max(8, allocated.bit_length()) + 1)})))
+        self._encode = jax.jit(lambda p, v: self._model(p).encode_images(v))
 
     def _cache_shardings(self, cache: KVCache, rules: dict):
         """Slots over the batch axes, KV heads over tensor (as the attention weights are)."""
@@ -148,11 +158,22 @@ class Engine:
         return future
 
     def publish(self, params, version: int) -> None:
-        """New weights for the next iteration; resharded here, on the caller's thread."""
-        placed = jax.device_put(params, self._param_shardings)
+        """New weights for the next iteration; resharded (and cast to the engine's dtypes)
+        here, on the caller's thread."""
+        placed = [new.astype(old.dtype) for new, old in zip(self._private_copy(params), self._params)]
         with self._lock:
             self._pending_params = (placed, int(version))
             self._lock.notify()
+
+    def _private_copy(self, params) -> list:
+        """The parameters on the engine's shardings, never sharing a buffer with the caller
+        (a learner donates its own buffers to the next update)."""
+        if jax.tree.structure(params) != self._params_def:
+            raise ValueError("published parameters do not have the engine model's structure")
+        return jax.tree.leaves(jax.device_put(params, self._param_shardings, may_alias=False))
+
+    def _model(self, leaves) -> nnx.Module:
+        return nnx.merge(self.graphdef, jax.tree.unflatten(self._params_def, leaves))
 
     @property
     def version(self) -> int:
@@ -253,9 +274,13 @@ class Engine:
             return "max_new_tokens must be >= 1"
         return None
 
-    def _key(self):
+    def _key(self) -> np.int32:
+        """A fresh sampling-key index (the key itself is made inside the jitted step)."""
         self._step += 1
-        return jax.random.fold_in(jax.random.key(self.settings.seed), self._step)
+        return np.int32(self._step)
+
+    def _sampling_key(self, index):
+        return jax.random.fold_in(jax.random.key(self.settings.seed), index)
 
     def _prefill_slot(self, index: int) -> None:
         slot = self._slots[index]
@@ -372,7 +397,7 @@ class Engine:
 
         The first chunk attends only within itself, so it runs on a cache row of the chunk's
         length rather than the slot's capacity (most prompts are one chunk)."""
-        model = nnx.merge(self.graphdef, params)
+        model = self._model(params)
         bucket = tokens.shape[1]
         if first:
             row = KVCache.empty(self.config.text, 1, bucket, cache.keys[0].dtype)
@@ -383,7 +408,7 @@ class Engine:
         inputs = ModelInputs(tokens=tokens, positions=positions, segment_ids=valid, vision_source=source)
         hidden, row = model.hidden_states(inputs, row, features)
         last = jax.lax.dynamic_slice_in_dim(hidden, valid.sum() - 1, 1, axis=1)
-        token, logprob = sample(model.logits(last)[:, 0], key, self.settings.sampling)
+        token, logprob = sample(model.logits(last)[:, 0], self._sampling_key(key), self.settings.sampling)
         zero = jnp.zeros((), jnp.int32)
         put = lambda a, r: jax.lax.dynamic_update_slice(a, r, (slot, zero, zero, zero))  # noqa: E731
         cache = KVCache(keys=[put(a, r) for a, r in zip(cache.keys, row.keys)],
@@ -394,9 +419,12 @@ class Engine:
     def _decode_impl(self, params, cache: KVCache, tokens, positions, active, key, window: int):
         """One token for every slot, attending over the first `window` positions (every
         active slot's tokens lie there); inactive slots compute but change nothing read."""
-        model = nnx.merge(self.graphdef, params)
-        view = KVCache(keys=[k[:, :, :window] for k in cache.keys], values=[v[:, :, :window] for v in cache.values],
-                       lengths=jnp.minimum(cache.lengths, window - 1))   # a finished full slot may sit past it
+        model = self._model(params)
+        if window == cache.capacity:   # the whole cache: no slicing, the writes land in the donated buffer
+            view = cache
+        else:
+            view = KVCache(keys=[k[:, :, :window] for k in cache.keys], values=[v[:, :, :window] for v in cache.values],
+                           lengths=jnp.minimum(cache.lengths, window - 1))   # a finished full slot may sit past it
         inputs = ModelInputs(tokens=tokens[:, None], positions=jnp.broadcast_to(positions[None, :, None],
                                                                                   (3,) + tokens.shape + (1,)),
                              segment_ids=active[:, None].astype(jnp.int32), vision_source=jnp.full_like(tokens[:, None], -1))
@@ -405,5 +433,5 @@ class Engine:
         cache = KVCache(keys=[back(a, b) for a, b in zip(cache.keys, view.keys)],
                         values=[back(a, b) for a, b in zip(cache.values, view.values)],
                         lengths=cache.lengths + active.astype(jnp.int32))
-        token, logprob = sample(model.logits(hidden)[:, 0], key, self.settings.sampling)
+        token, logprob = sample(model.logits(hidden)[:, 0], self._sampling_key(key), self.settings.sampling)
         return cache, token, logprob
