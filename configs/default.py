@@ -1,7 +1,10 @@
-"""The embedded default: local web sites, real headless Chromium, CPU.
+"""The embedded default: tiny Qwen3-VL-shaped model, local web sites, real headless
+Chromium, CPU. Training: warm start on oracle demonstrations, then asynchronous GRPO with
+decoupled importance sampling and the constant 1/k step normaliser.
 
 Override any key on the command line, e.g.
     python main.py --mode=eval --config.policy=oracle --config.eval.num_tasks=60
+    python main.py --config.rl.eta=0 --config.loss.normalizer=traj     # ablations
 """
 
 from ml_collections import config_dict
@@ -10,17 +13,18 @@ from ml_collections import config_dict
 def get_config() -> config_dict.ConfigDict:
     config = config_dict.ConfigDict()
     config.seed = 0
-    # Acting policy: model | oracle | random (oracle and random need no model). The default
-    # stays oracle until the trainer (RL issue) produces a trained model.
+    # Acting policy of --mode=eval: model | oracle | random (oracle and random need no model).
+    # Training always acts with the model.
     config.policy = "oracle"
 
     config.model = config_dict.ConfigDict()
     config.model.preset = "tiny"  # used when no checkpoint path is given (random weights)
     config.model.path = ""  # a Hugging Face Qwen3-VL directory (config.json + safetensors)
     config.model.dtype = "float32"  # bfloat16 on accelerators
+    config.model.attention = "xla"  # xla | pallas (GPU kernels: flash attention, per-slot decode)
 
     config.sampler = config_dict.ConfigDict()
-    config.sampler.slots = 4  # requests decoded together (= eval.concurrency is enough)
+    config.sampler.slots = 4  # requests decoded together (= browser.pages is enough)
     config.sampler.capacity = 8192  # cache tokens per slot: prompt + response (byte tokens: ~1 per character)
     config.sampler.prompt_buckets = (1024, 2048, 4096, 8192)  # prefill lengths compiled
     config.sampler.max_images = 2  # screenshots per prompt (history 1 -> 2)
@@ -36,9 +40,14 @@ def get_config() -> config_dict.ConfigDict:
     config.agent.interaction = "set_of_marks"  # coordinates | set_of_marks
     config.agent.viewport_width = 1280
     config.agent.viewport_height = 720
+    # step limits (easy, medium, hard): SPEC.md §3's; the horizon ablation doubles the training ones
+    config.agent.train_step_limits = (10, 20, 30)
+    config.agent.test_step_limits = (30, 50, 70)
+    config.agent.memory = "additive"  # additive | compressive (the memory-prompt ablation)
 
     config.browser = config_dict.ConfigDict()
     config.browser.executable_path = ""  # "" = find one (see asyncwebrl/rollout/browser.py)
+    config.browser.pages = 4  # episodes at once (browser pages), separate from sampler slots
     config.browser.pages_per_browser = 4  # about 4 saturate 2 cores (MACHINE_NOTES.md)
     config.browser.timeout_s = 15.0  # one browser operation
     config.browser.step_deadline_s = 30.0  # a whole step; a page stuck longer is abandoned (crashed)
@@ -46,10 +55,53 @@ def get_config() -> config_dict.ConfigDict:
 
     config.eval = config_dict.ConfigDict()
     config.eval.split = "test"  # train | test
-    config.eval.num_tasks = 60  # spread evenly over easy / medium / hard
-    config.eval.concurrency = 4  # browser pages at once
+    config.eval.num_tasks = 24  # spread evenly over easy / medium / hard
     config.eval.temperature = 0.0  # model policy: greedy
 
+    # -- training (python main.py) -------------------------------------------------------
     config.train = config_dict.ConfigDict()
-    config.train.num_demo_tasks = 24  # oracle demonstrations for the supervised warm start
+    config.train.max_updates = 12  # RL updates (learner versions published)
+    config.train.checkpoint_every = 1  # updates between checkpoints (and one on SIGTERM)
+    config.train.keep_checkpoints = 2
+
+    config.sft = config_dict.ConfigDict()  # the supervised warm start on oracle demonstrations
+    config.sft.steps = 30  # 0 = start RL from the model as loaded
+    config.sft.demo_tasks = 32  # training tasks the oracle demonstrates
+    config.sft.rows_per_step = 4
+    config.sft.learning_rate = 2e-3
+
+    config.rl = config_dict.ConfigDict()
+    config.rl.eta = 2  # staleness bound in versions; 0 = synchronous RL
+    config.rl.group_size = 4  # episodes per task group (G)
+    config.rl.groups_per_batch = 2  # informative groups per update (B)
+    config.rl.max_running_groups = 2  # task groups in flight at once
+    config.rl.dynamic_sampling = True  # drop groups whose rewards are all equal (no signal)
+    config.rl.temperature = 1.0  # sampling temperature in training (the learner's log-probs use it too)
+    config.rl.relaunch_browsers_each_round = False  # the WebGym-style synchronous baseline
+
+    config.loss = config_dict.ConfigDict()
+    config.loss.kind = "grpo"  # grpo | raft (RAFT++: successes only, 1/T)
+    config.loss.normalizer = "const"  # const (A/k) | traj (A/|tau|)
+    config.loss.k = 10.0
+    config.loss.decoupled = True  # False: the coupled baseline (pi_prox := pi_behave)
+    config.loss.eps = 0.2
+    config.loss.eps_high = 0.2
+    config.loss.dual_clip = 3.0
+    config.loss.behave_cap = 5.0
+
+    config.optimizer = config_dict.ConfigDict()
+    config.optimizer.learning_rate = 1e-4  # the paper's 5e-6 is for an 8B model from a good start
+    config.optimizer.weight_decay = 0.01
+    config.optimizer.b1 = 0.9
+    config.optimizer.b2 = 0.999
+    config.optimizer.max_grad_norm = 1.0
+    config.optimizer.warmup_steps = 0
+    config.optimizer.final_lr_fraction = 0.1
+
+    config.learner = config_dict.ConfigDict()
+    config.learner.row_length = 8192  # tokens per packed row: >= sampler.capacity (any step fits)
+    config.learner.rows_per_microbatch = 1
+    config.learner.images_per_microbatch = 4
+    config.learner.epochs = 1
+    config.learner.minibatches = 1
     return config

@@ -15,6 +15,7 @@ import torch  # the reference; requirements.txt pins the CPU build
 from flax import nnx
 from transformers import Qwen2VLImageProcessorPil, Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
+from asyncwebrl.model import layers
 from asyncwebrl.model import inputs as model_inputs
 from asyncwebrl.model.config import preset
 from asyncwebrl.model.qwen3_vl import Qwen3VL
@@ -340,3 +341,17 @@ def test_load_pretrained_reads_a_sharded_checkpoint(pair, tmp_path):
     sharded = load_pretrained(tmp_path)
     for a, b in zip(jax.tree.leaves(nnx.state(model)), jax.tree.leaves(nnx.state(sharded))):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_query_blocks_do_not_change_xla_attention(monkeypatch, causal):
+    """Long rows attend in query blocks (causal ones read keys only up to the block's
+    end): same result as one block over the whole row, packed segments and padding included."""
+    rng = np.random.default_rng(0)
+    q = jnp.asarray(rng.normal(size=(2, 40, 4, 8)), jnp.float32)
+    k, v = (jnp.asarray(rng.normal(size=(2, 40, 2, 8)), jnp.float32) for _ in range(2))
+    segments = jnp.asarray([[1] * 13 + [2] * 20 + [0] * 7, [1] * 40], jnp.int32)
+    whole = layers.segment_attention(q, k, v, segments, causal=causal)
+    monkeypatch.setattr(layers, "XLA_BLOCK", 8)
+    blocked = layers.segment_attention(q, k, v, segments, causal=causal)
+    np.testing.assert_allclose(np.asarray(blocked), np.asarray(whole), atol=1e-5)

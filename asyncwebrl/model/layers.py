@@ -113,6 +113,7 @@ def attention(q, k, v, allowed):
 
 
 ATTENTION_IMPLEMENTATIONS = ("xla", "pallas")
+XLA_BLOCK = 512   # query block of the XLA attention path
 
 
 def segment_attention(q, k, v, segment_ids, *, causal: bool, implementation: str = "xla"):
@@ -121,11 +122,19 @@ def segment_attention(q, k, v, segment_ids, *, causal: bool, implementation: str
 
     Padding (segment 0) attends to padding only: its outputs are finite and unused."""
     if implementation == "xla":
-        same = segment_ids[:, :, None] == segment_ids[:, None, :]
-        if causal:
-            index = jnp.arange(q.shape[1])
-            same = same & (index[None, None, :] <= index[None, :, None])
-        return attention(q, k, v, same)
+        # Long rows go in query blocks of XLA_BLOCK: a causal block reads only the keys up
+        # to its end (half the work), and no [T, T] score matrix exists at once. On CPU a
+        # 4,096-token row trained ~4x slower without blocks (tiny model, 2 cores).
+        length = q.shape[1]
+        outputs = []
+        for start in range(0, length, XLA_BLOCK):
+            end = min(start + XLA_BLOCK, length)
+            keys_end = end if causal else length
+            same = segment_ids[:, start:end, None] == segment_ids[:, None, :keys_end]
+            if causal:
+                same = same & (jnp.arange(keys_end)[None, None, :] <= jnp.arange(start, end)[None, :, None])
+            outputs.append(attention(q[:, start:end], k[:, :keys_end], v[:, :keys_end], same))
+        return outputs[0] if len(outputs) == 1 else jnp.concatenate(outputs, axis=1)
     if implementation == "pallas":
         from jax.experimental.pallas.ops.gpu.attention import mha  # GPU kernel; imported only when asked for
 

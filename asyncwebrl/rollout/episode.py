@@ -15,7 +15,7 @@ from typing import Callable
 
 from playwright.async_api import Error as PlaywrightError
 
-from asyncwebrl.records import Step, Task, Trajectory
+from asyncwebrl.records import LEVELS, Step, Task, Trajectory
 from asyncwebrl.rollout.page import LEAVING_FLAG_JS, NavigationWatch, execute, observe
 from asyncwebrl.rollout.policies import Agent, PolicyUnavailable
 from asyncwebrl.rollout.response import response_action
@@ -30,6 +30,12 @@ class EpisodeSettings:
     viewport: tuple[int, int] = (1280, 720)
     timeout_s: float = 15.0  # one browser operation (navigation, click, screenshot)
     step_deadline_s: float = 30.0  # observing or executing one step, whatever hangs
+    step_limits: tuple[int, int, int] | None = None  # (easy, medium, hard) instead of the phase's
+
+    def step_limit(self, task: Task) -> int:
+        if self.step_limits is None:
+            return task.step_limit(self.phase)
+        return self.step_limits[LEVELS.index(task.level)]
 
 
 @dataclasses.dataclass
@@ -58,7 +64,7 @@ async def run_episode(browser, task: Task, agent: Agent, *, site: EpisodeSite, s
     """Run one episode in a fresh context of `browser`. The trajectory's steps hold one
     store reference each (their screenshot keys); the caller frees them."""
     started = time.perf_counter()
-    limit = task.step_limit(settings.phase)
+    limit = settings.step_limit(task)
     steps: list[Step] = []
     outcome, answer, error = "limit", "", ""
     unrecorded: list[str] = []  # keys observed but not (yet) in a step: freed on a crash

@@ -26,11 +26,12 @@ from asyncwebrl.web.server import LocalWeb
 
 async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: EpisodeSettings, *,
                     concurrency: int = 4, pages_per_browser: int = 4, recycle_after: int = 200,
-                    executable_path: str = "", store: ScreenshotStore | None = None,
+                    executable_path: str = "", store: ScreenshotStore | None = None, free_screenshots: bool = True,
                     progress=sys.stderr) -> tuple[list[Trajectory], float]:
     """One episode per task on the browser pool; returns the trajectories (in task order)
-    and wall seconds. Screenshots are freed as soon as an episode is judged. Pass `store`
-    when the policy reads screenshots too (the model policy does)."""
+    and wall seconds. Screenshots are freed as soon as an episode is judged, unless
+    free_screenshots is False (the caller then frees them). Pass `store` when the policy
+    reads screenshots too (the model policy does)."""
     started = time.perf_counter()
     done = 0
     interactive = bool(progress) and progress.isatty()  # a live line on a terminal, every 10% in logs
@@ -44,7 +45,8 @@ async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: 
     async def run_one(index: int, task: Task) -> None:
         nonlocal done
         trajectory = await pool.run(task, policy)
-        store.free(trajectory.screenshot_keys())
+        if free_screenshots:
+            store.free(trajectory.screenshot_keys())
         results[index] = trajectory
         done += 1
         if progress and (interactive or done % max(1, len(tasks) // 10) == 0 or done == len(tasks)):
@@ -57,7 +59,7 @@ async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: 
     if interactive:
         print(file=progress)
     logging.info("pool: %s; sandbox blocks: %s", pool.stats, dict(environment.policy.blocked))
-    if store.stats.entries:
+    if free_screenshots and store.stats.entries:
         logging.warning("screenshot store still holds %d entries after evaluation", store.stats.entries)
     return [t for t in results if t is not None], time.perf_counter() - started
 

@@ -23,6 +23,15 @@ from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.sampler.engine import Engine, Image, Request
 
 
+def encode_step(prompts: PromptBuilder, processor: Processor, store: ScreenshotStore, task: Task, steps: list[Step],
+                observation: Observation) -> tuple[dict, list[str]]:
+    """The model inputs of the next step's prompt (Processor.encode fields) and the
+    screenshot keys it shows, in order."""
+    prompt = prompts.build(task, steps, observation)
+    images = [store.get_array(key) for key in prompt.image_keys]
+    return processor.encode(prompt.messages, images), prompt.image_keys
+
+
 class ModelPolicy:
     def __init__(self, engine: Engine, processor: Processor, store: ScreenshotStore, prompts: PromptBuilder,
                  max_new_tokens: int = 256):
@@ -46,14 +55,12 @@ class ModelAgent:
     def request(self, observation: Observation, steps: list[Step]) -> tuple[Request, list[str]]:
         """The sampler request for this step, and the screenshot keys it shows."""
         policy = self.policy
-        prompt = policy.prompts.build(self.task, steps, observation)
-        images = [policy.store.get_array(key) for key in prompt.image_keys]
-        encoded = policy.processor.encode(prompt.messages, images)
+        encoded, image_keys = encode_step(policy.prompts, policy.processor, policy.store, self.task, steps, observation)
         bounds = np.concatenate([[0], np.cumsum(encoded["image_grid_thw"].prod(axis=1))])
         pictures = [Image(pixel_values=encoded["pixel_values"][a:b], grid_thw=tuple(int(x) for x in grid), key=key)
-                    for key, grid, a, b in zip(prompt.image_keys, encoded["image_grid_thw"], bounds[:-1], bounds[1:])]
+                    for key, grid, a, b in zip(image_keys, encoded["image_grid_thw"], bounds[:-1], bounds[1:])]
         request = Request(input_ids=encoded["input_ids"], images=pictures, max_new_tokens=policy.max_new_tokens)
-        return request, prompt.image_keys
+        return request, image_keys
 
     async def act(self, observation: Observation, steps: list[Step]) -> Reply:
         request, image_keys = await asyncio.to_thread(self.request, observation, steps)

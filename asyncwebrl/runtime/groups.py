@@ -1,0 +1,216 @@
+"""Task groups from admission to the learner (SPEC.md §2): the task sampler, the
+staleness gate, and the group buffer with dynamic sampling.
+
+Counted in groups (one task, G episodes):
+    running   groups admitted whose episodes are not all finished
+    accepted  groups that passed the buffer's filters and went to (or wait for) the learner
+A new group may start only while
+    running < max_running  and  accepted + running < (eta + v + 1) * B
+(v = the learner's version, B = groups per update). A waiting group counts as accepted,
+so full buffers hold admission back; a group rejected at consumption for staleness
+gives its place back. eta = 0 is synchronous RL: admission pauses while the learner
+updates, because the B groups of version v fill the gate until v + 1 is published.
+
+Everything here is plain Python under one lock: the collector (asyncio thread) adds
+trajectories, the learner thread takes groups.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import random
+import threading
+import time
+
+import numpy as np
+
+from asyncwebrl.records import LEVELS, Task, Trajectory
+
+
+class TaskSampler:
+    """Uniform over difficulty levels, then uniform within the level (WebGym's finding:
+    uniform over difficulties works best). Draw i depends only on (seed, i), so a resumed
+    run continues the same sequence from its saved position."""
+
+    def __init__(self, tasks: list[Task], seed: int = 0, position: int = 0):
+        if not tasks:
+            raise ValueError("the task sampler needs at least one task")
+        by_level = collections.defaultdict(list)
+        for task in tasks:
+            by_level[task.level].append(task)
+        self.levels = [by_level[level] for level in LEVELS if by_level[level]]
+        self.seed = seed
+        self.position = position
+
+    def draw(self) -> Task:
+        rng = random.Random(f"{self.seed}:{self.position}")
+        self.position += 1
+        return rng.choice(rng.choice(self.levels))
+
+
+@dataclasses.dataclass
+class Group:
+    group_id: str
+    task: Task
+    size: int
+    admitted_version: int
+    members: list[Trajectory] = dataclasses.field(default_factory=list)
+
+    @property
+    def rewards(self) -> list[float]:
+        return [t.reward for t in self.members]
+
+    def min_version(self) -> int:
+        """The oldest weights that wrote any of its tokens (-1 when no tokens carry one)."""
+        versions = [v for t in self.members for s in t.steps for v in s.versions]
+        return min(versions) if versions else -1
+
+    def screenshot_keys(self) -> list[str]:
+        return [k for t in self.members for k in t.screenshot_keys()]
+
+
+@dataclasses.dataclass
+class GroupCounts:
+    """Why groups and episodes left the pipeline (reported in metrics, kept across resume)."""
+    admitted: int = 0
+    consumed: int = 0
+    dropped_uniform: int = 0        # zero reward variance: no signal (dynamic sampling)
+    dropped_too_few: int = 0        # fewer than 2 members with a known reward
+    rejected_stale: int = 0         # older than eta at consumption
+    episodes: int = 0
+    episodes_crashed: int = 0
+    episodes_unknown: int = 0
+    successes: int = 0
+
+
+class GroupBuffer:
+    """Admission, completion and hand-over of task groups.
+
+    Dynamic sampling (SPEC.md §5) drops groups whose rewards are all equal; switched off,
+    they reach the learner with advantage 0 (tests and the sync/async benchmark use that
+    to keep updates coming from an untrained policy).
+    The collector calls `admit()` (None when the gate is closed) and `add(trajectory)`;
+    the learner calls `take(count)` and `set_version(v)`. `release` receives the
+    screenshot keys of every group that leaves without training, so the store frees them."""
+
+    def __init__(self, *, group_size: int, groups_per_batch: int, eta: int, max_running: int,
+                 sampler: TaskSampler, release=lambda keys: None, version: int = 0,
+                 counts: GroupCounts | None = None, dynamic_sampling: bool = True):
+        if group_size < 2:
+            raise ValueError("a group needs at least 2 episodes (the advantage is relative to the group)")
+        if groups_per_batch < 1 or eta < 0 or max_running < 1:
+            raise ValueError("groups_per_batch and max_running must be >= 1 and eta >= 0")
+        self.group_size, self.groups_per_batch, self.eta, self.max_running = group_size, groups_per_batch, eta, max_running
+        self.sampler = sampler
+        self.release = release
+        self.dynamic_sampling = dynamic_sampling
+        self.version = version
+        self.counts = counts or GroupCounts()
+        # after a restart nothing is running or waiting: accepted = what the learner consumed
+        self.accepted = self.counts.consumed
+        self.running: dict[str, Group] = {}
+        self.ready: collections.deque[Group] = collections.deque()
+        self.recent: collections.deque[Trajectory] = collections.deque(maxlen=4 * group_size * groups_per_batch)
+        self._lock = threading.Condition()
+        self._closed = False
+
+    # ------------------------------------------------------------ the collector's side
+
+    def gate_open(self) -> bool:
+        with self._lock:
+            return self._gate_open()
+
+    def _gate_open(self) -> bool:
+        limit = (self.eta + self.version + 1) * self.groups_per_batch
+        return len(self.running) < self.max_running and self.accepted + len(self.running) < limit
+
+    def admit(self) -> Group | None:
+        """A new group to run, or None while the staleness gate is closed."""
+        with self._lock:
+            if self._closed or not self._gate_open():
+                return None
+            number = self.counts.admitted
+            self.counts.admitted += 1
+            group = Group(group_id=f"g{number:07d}", task=self.sampler.draw(), size=self.group_size,
+                          admitted_version=self.version)
+            self.running[group.group_id] = group
+            return group
+
+    def add(self, trajectory: Trajectory) -> None:
+        """One finished episode; completes its group when it is the last."""
+        with self._lock:
+            group = self.running[trajectory.group_id]
+            group.members.append(trajectory)
+            counts = self.counts
+            counts.episodes += 1
+            counts.episodes_crashed += trajectory.outcome == "crashed"
+            counts.episodes_unknown += trajectory.reward is None and trajectory.outcome != "crashed"
+            counts.successes += trajectory.success
+            self.recent.append(trajectory)
+            if len(group.members) < group.size:
+                return
+            del self.running[group.group_id]
+            self._complete(group)
+            self._lock.notify_all()
+
+    def _complete(self, group: Group) -> None:
+        # crashed and unknown-reward episodes leave the group; it stays if 2 remain
+        scored = [t for t in group.members if t.reward is not None and t.outcome != "crashed"]
+        leaving = [t for t in group.members if t not in scored]
+        self.release([k for t in leaving for k in t.screenshot_keys()])
+        group.members = scored
+        if len(scored) < 2:
+            self.counts.dropped_too_few += 1
+            self.release(group.screenshot_keys())
+        elif self.dynamic_sampling and np.std(group.rewards) == 0:
+            self.counts.dropped_uniform += 1
+            self.release(group.screenshot_keys())
+        else:
+            self.accepted += 1
+            self.ready.append(group)
+
+    # ------------------------------------------------------------ the learner's side
+
+    def take(self, count: int, timeout: float | None = None) -> list[Group] | None:
+        """`count` ready groups no older than eta at this version, or None on timeout/close.
+        Stale groups met on the way are rejected (their keys released)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while True:
+                self._reject_stale()
+                if len(self.ready) >= count:
+                    taken = [self.ready.popleft() for _ in range(count)]
+                    self.counts.consumed += count
+                    return taken
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if self._closed or (remaining is not None and remaining <= 0):
+                    return None
+                self._lock.wait(remaining)
+
+    def _reject_stale(self) -> None:
+        fresh = collections.deque()
+        for group in self.ready:
+            oldest = group.min_version()   # -1: no generated tokens (a scripted policy), never stale
+            if oldest >= 0 and self.version - oldest > self.eta:
+                self.accepted -= 1
+                self.counts.rejected_stale += 1
+                self.release(group.screenshot_keys())
+            else:
+                fresh.append(group)
+        self.ready = fresh
+
+    def set_version(self, version: int) -> None:
+        with self._lock:
+            self.version = version
+            self._lock.notify_all()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            return {"running": len(self.running), "ready": len(self.ready), "accepted": self.accepted,
+                    "version": self.version, **dataclasses.asdict(self.counts)}

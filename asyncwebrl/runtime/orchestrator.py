@@ -1,0 +1,190 @@
+"""The asynchronous trainer (DESIGN.md §3): collector, sampler and learner overlap.
+
+    collector thread   asyncio: admits task groups through the staleness gate and runs
+                       their episodes on the evergreen browser pool (the sampler engine
+                       answers the model steps); finished episodes go to the GroupBuffer
+    sampler thread     the Engine (continuous batching; takes published weights between
+                       decode iterations)
+    caller's thread    the learner loop: B groups -> advantages -> step rows -> update ->
+                       publish -> free screenshot keys -> metrics -> checkpoint
+
+The synchronous baseline is this same loop with eta = 0 (the gate then pauses
+admission while the learner updates) and, optionally, fresh browsers every round.
+`stop()` (e.g. from a SIGTERM handler) ends the loop after the update in progress; the
+caller then saves a checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import threading
+import time
+
+from asyncwebrl.learner.learner import Learner
+from asyncwebrl.model.tokenizer import Processor
+from asyncwebrl.records import Trajectory
+from asyncwebrl.rollout.episode import EpisodeSettings
+from asyncwebrl.rollout.pool import BrowserPool
+from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.runtime.groups import Group, GroupBuffer
+from asyncwebrl.runtime.rows import episode_advantages, step_rows
+from asyncwebrl.sampler.engine import Engine
+
+
+@dataclasses.dataclass(frozen=True)
+class RLSettings:
+    max_updates: int = 10
+    kind: str = "grpo"                 # grpo | raft
+    normalizer: str = "const"          # const (1/k) | traj (1/|tau|)
+    k: float = 10.0
+    relaunch_browsers_each_round: bool = False   # the WebGym-style synchronous baseline
+    wait_report_s: float = 60.0        # log what the learner waits for, at most this often
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolSettings:
+    """The browser pool's size (the keywords of runtime.evaluate.run_tasks)."""
+    concurrency: int = 4               # pages (episodes) at once
+    pages_per_browser: int = 4
+    recycle_after: int = 200
+    executable_path: str = ""
+
+
+class Orchestrator:
+    def __init__(self, *, learner: Learner, engine: Engine, policy, environment, store: ScreenshotStore,
+                 processor: Processor, buffer: GroupBuffer, episode: EpisodeSettings, pool: PoolSettings,
+                 settings: RLSettings, on_update=lambda measurements, groups: None):
+        self.learner, self.engine, self.policy, self.environment = learner, engine, policy, environment
+        self.store, self.processor, self.buffer = store, processor, buffer
+        self.episode, self.pool_settings, self.settings = episode, pool, settings
+        self.on_update = on_update
+        self._stop = threading.Event()
+        self._collector_error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self.busy = {"learner_seconds": 0.0}
+
+    # ------------------------------------------------------------ control
+
+    def stop(self) -> None:
+        """Finish the update in progress, then return from run() (signal-handler safe)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # ------------------------------------------------------------ the learner loop
+
+    def run(self, updates_done: int = 0) -> int:
+        """Train until settings.max_updates updates are done (counting `updates_done`
+        from before a resume) or stop(); returns the number of updates done."""
+        collector = threading.Thread(target=self._collect_thread, name="collector", daemon=True)
+        collector.start()
+        update = updates_done
+        last_report = time.monotonic()
+        try:
+            while update < self.settings.max_updates and not self.stopping:
+                groups = self.buffer.take(self.buffer.groups_per_batch, timeout=1.0)
+                if self._collector_error is not None:
+                    raise RuntimeError("the collector failed") from self._collector_error
+                if groups is None:
+                    if time.monotonic() - last_report > self.settings.wait_report_s:
+                        logging.info("learner waiting for groups: %s", self.buffer.snapshot())
+                        last_report = time.monotonic()
+                    continue
+                update += 1
+                self._update(groups)
+        finally:
+            self._stop.set()
+            self.buffer.close()
+            self._wake_collector()
+            collector.join(timeout=120)
+            if collector.is_alive():
+                logging.warning("the collector did not stop within 120 s")
+        return update
+
+    def _update(self, groups: list[Group]) -> None:
+        trajectories = [t for g in groups for t in g.members]
+        s = self.settings
+        advantages = episode_advantages(trajectories, kind=s.kind, normalizer=s.normalizer, k=s.k)
+        started = time.perf_counter()
+        rows = step_rows(trajectories, advantages, self.store, self.processor)
+        rows_built = time.perf_counter()
+        measurements = self.learner.update(rows)
+        self.engine.publish(self.learner.params, self.learner.version)
+        self.buffer.set_version(self.learner.version)
+        self._wake_collector()
+        self.busy["learner_seconds"] += time.perf_counter() - started
+        measurements["rows_seconds"] = rows_built - started
+        self.on_update(measurements, groups)
+        for group in groups:   # the learner is done with these screenshots
+            self.store.free(group.screenshot_keys())
+
+    # ------------------------------------------------------------ the collector (asyncio thread)
+
+    def _collect_thread(self) -> None:
+        try:
+            asyncio.run(self._collect())
+        except BaseException as error:  # surfaced by the learner loop
+            logging.exception("collector failed")
+            self._collector_error = error
+
+    def _wake_collector(self) -> None:
+        if self._loop is not None and self._wake is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._wake.set)
+            except RuntimeError:   # the loop already closed
+                pass
+
+    def _new_pool(self) -> BrowserPool:
+        p = self.pool_settings
+        return BrowserPool(self.environment, store=self.store, settings=self.episode,
+                           workers=-(-p.concurrency // p.pages_per_browser),
+                           pages_per_browser=min(p.concurrency, p.pages_per_browser),
+                           recycle_after=p.recycle_after, executable_path=p.executable_path)
+
+    async def _collect(self) -> None:
+        self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
+        episodes: set[asyncio.Task] = set()
+        pool = self._new_pool()
+        round_version = self.buffer.version
+        await pool.__aenter__()
+        try:
+            while not self.stopping:
+                if (self.settings.relaunch_browsers_each_round and self.buffer.version != round_version
+                        and not episodes):   # a new synchronous round: fresh browsers, as WebGym does
+                    await pool.__aexit__(None, None, None)
+                    pool = self._new_pool()
+                    await pool.__aenter__()
+                    round_version = self.buffer.version
+                while (group := self.buffer.admit()) is not None:
+                    for member in range(group.size):
+                        task = asyncio.create_task(self._episode(pool, group, member))
+                        episodes.add(task)
+                        task.add_done_callback(episodes.discard)
+                self._wake.clear()
+                try:   # woken by a finished episode or a new version; the timeout is a safety net
+                    await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            for task in episodes:   # in-flight episodes are lost on stop (DESIGN.md §6)
+                task.cancel()
+            await asyncio.gather(*episodes, return_exceptions=True)
+            await pool.__aexit__(None, None, None)
+
+    async def _episode(self, pool: BrowserPool, group: Group, member: int) -> None:
+        episode_id = f"{group.group_id}-{member}"
+        try:
+            trajectory = await pool.run(group.task, self.policy, episode_id=episode_id, group_id=group.group_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:   # never lose a group member silently: it counts as crashed
+            logging.exception("episode %s failed outside the episode loop", episode_id)
+            trajectory = Trajectory(task=group.task, steps=[], outcome="crashed", reward=None, episode_id=episode_id,
+                                    group_id=group.group_id, error=f"{type(error).__name__}: {error}")
+        self.buffer.add(trajectory)
+        self._wake.set()

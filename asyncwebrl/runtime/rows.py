@@ -1,0 +1,58 @@
+"""Trajectories -> learner step rows (DESIGN.md §3: "pack step rows").
+
+Each model step becomes one row: the prompt exactly as the sampler saw it (token ids,
+image placeholders expanded), the response ids, the behaviour log-probs and versions,
+and the pixels of the screenshots the prompt named, re-read from the store by key and
+processed the way the policy processed them. A screenshot shown in two prompts is
+processed once per call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asyncwebrl.learner.losses import group_advantages, raft_advantages, step_advantages
+from asyncwebrl.learner.packing import StepRow
+from asyncwebrl.model.tokenizer import Processor
+from asyncwebrl.records import Trajectory
+from asyncwebrl.rollout.screenshots import ScreenshotStore
+
+ADVANTAGE_KINDS = ("grpo", "raft")
+
+
+def episode_advantages(trajectories: list[Trajectory], *, kind: str, normalizer: str, k: float) -> np.ndarray:
+    """The per-step advantage of each episode (the same for all its response tokens)."""
+    rewards = [t.reward for t in trajectories]
+    steps = [len(t.steps) for t in trajectories]
+    if kind == "grpo":
+        return step_advantages(group_advantages(rewards, [t.group_id for t in trajectories]), steps, normalizer, k)
+    if kind == "raft":
+        return raft_advantages(rewards, steps)
+    raise ValueError(f"loss kind must be one of {ADVANTAGE_KINDS}, got {kind!r}")
+
+
+def step_rows(trajectories: list[Trajectory], advantages, store: ScreenshotStore, processor: Processor) -> list[StepRow]:
+    """One row per step that carries tokens; advantages[i] is episode i's per-step advantage."""
+    pixels: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def image(key: str):
+        if key not in pixels:
+            pixels[key] = processor.process_images([store.get_array(key)])
+        return pixels[key]
+
+    rows = []
+    for trajectory, advantage in zip(trajectories, advantages):
+        for step in trajectory.steps:
+            if not step.response_ids:
+                continue
+            images = [image(key) for key in step.image_keys]
+            rows.append(StepRow(
+                prompt_ids=np.asarray(step.prompt_ids, np.int32),
+                response_ids=np.asarray(step.response_ids, np.int32),
+                pixel_values=(np.concatenate([p for p, _ in images]) if images
+                              else np.zeros((0, processor.patch_dim), np.float32)),
+                image_grid_thw=np.concatenate([g for _, g in images]) if images else np.zeros((0, 3), np.int64),
+                behave_logprobs=np.asarray(step.behave_logprobs, np.float32),
+                versions=np.asarray(step.versions, np.int32),
+                advantage=float(advantage)))
+    return rows

@@ -1,0 +1,244 @@
+"""The train flow of main.py (the RL issue, item 4):
+
+    1. warm start (optional, config.sft.steps > 0): oracle demonstrations collected by
+       the browser pool in the model's own prompt format -> supervised steps
+    2. checkpoint 0, then the held-out evaluation "before" (saved in eval_before.json)
+    3. asynchronous GRPO (Orchestrator) for config.train.max_updates updates, with a
+       checkpoint every config.train.checkpoint_every updates and on SIGTERM
+    4. the held-out evaluation "after" and a closing summary (summary.json)
+
+A run restarted on the same workdir resumes from its latest checkpoint: parameters,
+optimiser state, version, the task sampler's position and the group counters come back
+(and the warm start and the "before" evaluation are not repeated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import random
+import signal
+import time
+
+import numpy as np
+
+from asyncwebrl.learner.checkpoints import CheckpointStore
+from asyncwebrl.records import Task
+from asyncwebrl.rollout.policies import OraclePolicy
+from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.rollout.environment import LocalEnvironment
+from asyncwebrl.runtime.build import build_model, make_engine, make_learner, make_model_policy
+from asyncwebrl.runtime.demonstrations import TeacherPolicy
+from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize
+from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, TaskSampler
+from asyncwebrl.runtime.orchestrator import Orchestrator, PoolSettings, RLSettings
+from asyncwebrl.runtime.rows import step_rows
+from asyncwebrl.runtime.rundir import Progress, RunDirectory
+from asyncwebrl.runtime.settings import episode_settings, pool_arguments, prompt_builder
+from asyncwebrl.web.server import LocalWeb
+
+
+def train(config, workdir: str, train_tasks: list[Task], test_tasks: list[Task]) -> dict:
+    run = RunDirectory(workdir)
+    try:
+        with LocalWeb() as web, CheckpointStore(run.file("checkpoints"), keep=config.train.keep_checkpoints) as ckpt:
+            return _train(config, run, web, ckpt, train_tasks, test_tasks)
+    finally:
+        run.close()
+
+
+def _train(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStore, train_tasks, test_tasks) -> dict:
+    model, processor = build_model(config)
+    learner = make_learner(config, model, "rl")
+    restored = checkpoints.restore(learner.state)
+    if restored is None:
+        if config.sft.steps > 0:
+            model = warm_start(config, run, web, processor, model, train_tasks)
+            learner = make_learner(config, model, "rl")   # RL starts with fresh optimiser moments
+        runtime = {"updates": 0, "task_position": 0, "counts": dataclasses.asdict(GroupCounts())}
+        checkpoints.save(0, learner.state, runtime)
+        before = evaluate_model(config, web, learner.model(), processor, test_tasks, "before RL")
+        if before is not None:
+            run.write_json("eval_before.json", before)
+    else:
+        state, runtime, step = restored
+        learner.restore(state)
+        logging.info("resumed from checkpoint %d: update %d, version %d", step, runtime["updates"], learner.version)
+        before = run.read_json("eval_before.json")
+    updates = rl_phase(config, run, web, checkpoints, learner, processor, train_tasks, runtime)
+    if updates < config.train.max_updates:
+        print(f"stopped after update {updates}; run again with the same --workdir to resume")
+        return {"stopped_at_update": updates}
+    after = evaluate_model(config, web, learner.model(), processor, test_tasks, "after RL")
+    if after is not None:
+        run.write_json("eval.json", after)
+    summary = closing_summary(run, before, after)
+    run.write_json("summary.json", summary)
+    return summary
+
+
+# ---------------------------------------------------------------- warm start
+
+def warm_start(config, run: RunDirectory, web: LocalWeb, processor, model, tasks: list[Task]):
+    """Supervised steps on the oracle's successful demonstrations; returns the trained model."""
+    store = ScreenshotStore()
+    demo_tasks = random.Random(config.seed).sample(tasks, min(config.sft.demo_tasks, len(tasks)))
+    teacher = TeacherPolicy(OraclePolicy(web.session), processor, store, prompt_builder(config))
+    demos, seconds = asyncio.run(run_tasks(demo_tasks, teacher, web, episode_settings(config, "train"), store=store,
+                                           free_screenshots=False, **pool_arguments(config)))
+    solved = [t for t in demos if t.success]
+    rows = step_rows(solved, np.zeros(len(solved)), store, processor)
+    store.free([k for t in demos for k in t.screenshot_keys()])
+    fitting = [r for r in rows if len(r) <= config.learner.row_length]
+    print(f"[sft] {len(solved)}/{len(demos)} demonstrations solved, {len(rows)} step rows "
+          f"({len(rows) - len(fitting)} longer than learner.row_length left out), {seconds:.0f}s")
+    rows = fitting
+    if not rows:
+        raise RuntimeError("the oracle solved no demonstration task: nothing to warm-start on")
+    learner = make_learner(config, model, "sft")
+    rng = np.random.default_rng(config.seed)
+    for step in range(1, config.sft.steps + 1):
+        batch = [rows[i] for i in rng.choice(len(rows), min(config.sft.rows_per_step, len(rows)), replace=False)]
+        measured = learner.update(batch)
+        run.log({"phase": "sft", "sft_step": step, "nll": measured["nll"], "grad_norm": measured["grad_norm"],
+                 "tokens": measured["response_tokens"], "seconds": measured["seconds"]}, step)
+        if step == 1 or step % max(1, config.sft.steps // 10) == 0 or step == config.sft.steps:
+            print(f"[sft] step {step}/{config.sft.steps}  nll/token {measured['nll']:.3f}", flush=True)
+    return learner.model()
+
+
+# ---------------------------------------------------------------- evaluation
+
+def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], label: str) -> dict | None:
+    """One episode per held-out task at the evaluation temperature (None without tasks)."""
+    if not tasks:
+        print(f"[eval] {label}: skipped (eval.num_tasks = 0)")
+        return None
+    store = ScreenshotStore()
+    with make_engine(config, model, processor, config.eval.temperature) as engine:
+        policy = make_model_policy(config, engine, processor, store)
+        trajectories, seconds = asyncio.run(run_tasks(tasks, policy, web, episode_settings(config, "test"), store=store,
+                                                      **pool_arguments(config)))
+    summary = summarize(trajectories, seconds)
+    print(f"[eval] {label}:\n{format_table(summary)}", flush=True)
+    return summary
+
+
+def closing_summary(run: RunDirectory, before: dict | None, after: dict | None) -> dict:
+    records = [r for r in _read_metrics(run) if r.get("phase") == "rl"]
+    last = records[-1] if records else {}
+    before, after = before or {}, after or {}
+    summary = {
+        "success_before": before.get("success_rate"), "success_after": after.get("success_rate"),
+        "by_difficulty_before": before.get("by_difficulty"), "by_difficulty_after": after.get("by_difficulty"),
+        "mean_response_tokens_per_step_after": after.get("mean_response_tokens_per_step"),
+        "updates": last.get("update", 0), "episodes": last.get("episodes", 0),
+        "trajectories_per_hour": last.get("trajectories_per_hour"),
+        "staleness_mean": float(np.mean([r["staleness_mean"] for r in records])) if records else None,
+        "staleness_max": max((r["staleness_max"] for r in records), default=None),
+        "steps_per_episode": last.get("steps_per_episode"), "tokens_per_step": last.get("tokens_per_step"),
+    }
+    print("[summary] held-out success before -> after RL: "
+          f"{summary['success_before']} -> {summary['success_after']}")
+    for level, row in after.get("by_difficulty", {}).items():
+        was = before.get("by_difficulty", {}).get(level, {}).get("success_rate")
+        print(f"[summary]   {level}: {was} -> {row['success_rate']}")
+    print(f"[summary] {summary['updates']} updates, {summary['episodes']} episodes, "
+          f"{summary['trajectories_per_hour']} trajectories/h, staleness mean {summary['staleness_mean']} "
+          f"max {summary['staleness_max']}, {summary['steps_per_episode']} steps/episode, "
+          f"{summary['tokens_per_step']} tokens/step")
+    return summary
+
+
+def _read_metrics(run: RunDirectory) -> list[dict]:
+    with open(run.file("metrics.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+# ---------------------------------------------------------------- asynchronous RL
+
+def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStore, learner, processor,
+             train_tasks: list[Task], runtime: dict) -> int:
+    """Asynchronous GRPO until config.train.max_updates; returns the updates done."""
+    rl = config.rl
+    store = ScreenshotStore()
+    counts = GroupCounts(**runtime["counts"])
+    buffer = GroupBuffer(group_size=rl.group_size, groups_per_batch=rl.groups_per_batch, eta=rl.eta,
+                         max_running=rl.max_running_groups,
+                         sampler=TaskSampler(train_tasks, config.seed, position=runtime["task_position"]),
+                         release=store.free, version=learner.version, counts=counts,
+                         dynamic_sampling=rl.dynamic_sampling)
+    engine = make_engine(config, learner.model(), processor, rl.temperature, version=learner.version)
+    started, updates_at_start = time.monotonic(), runtime["updates"]
+    episodes_at_start = counts.episodes
+    progress = Progress(config.train.max_updates)
+    state = {"updates": runtime["updates"], "saved": runtime["updates"]}
+
+    def checkpoint(update: int) -> None:
+        checkpoints.save(update, learner.state, {"updates": update, "task_position": buffer.sampler.position,
+                                                 "counts": dataclasses.asdict(buffer.counts)})
+        state["saved"] = update
+
+    def on_update(measured: dict, groups) -> None:
+        state["updates"] += 1
+        update = state["updates"]
+        wall = time.monotonic() - started
+        snapshot = buffer.snapshot()
+        members = [t for g in groups for t in g.members]
+        sampler_seconds = engine.stats["decode_seconds"] + engine.stats["prefill_seconds"]
+        record = {
+            "phase": "rl", "update": update, "version": measured["version"], "episodes": snapshot["episodes"],
+            "success_rate": float(np.mean([t.success for t in members])),
+            "staleness_mean": measured["staleness_mean"], "staleness_max": measured["staleness_max"],
+            "clip_ratio": measured["clip_ratio"], "behave_cap_ratio": measured["behave_cap_ratio"],
+            "dual_clip_ratio": measured["dual_clip_ratio"], "approx_kl": measured["approx_kl"],
+            "importance_weight_mean": measured["importance_weight_mean"],
+            "loss": measured["loss"], "grad_norm": measured["grad_norm"], "learning_rate": measured["learning_rate"],
+            "tokens_per_step": measured["tokens_per_step"], "rows": measured["rows"],
+            "steps_per_episode": float(np.mean([len(t.steps) for t in members])),
+            "steps_per_success": _mean([len(t.steps) for t in members if t.success]),
+            "steps_per_failure": _mean([len(t.steps) for t in members if not t.success]),
+            "trajectories_per_hour": 3600.0 * (snapshot["episodes"] - episodes_at_start) / max(wall, 1e-9),
+            "sampler_busy": min(1.0, sampler_seconds / max(wall, 1e-9)),
+            "learner_busy": min(1.0, orchestrator.busy["learner_seconds"] / max(wall, 1e-9)),
+            "update_seconds": measured["seconds"], "rows_seconds": measured["rows_seconds"],
+            "groups_dropped_uniform": snapshot["dropped_uniform"], "groups_dropped_too_few": snapshot["dropped_too_few"],
+            "groups_rejected_stale": snapshot["rejected_stale"], "episodes_crashed": snapshot["episodes_crashed"],
+            "screenshots_held": store.stats.entries, "wall_seconds": wall,
+        }
+        run.log(record, update)
+        run.save_trajectory(members[0], store, f"update_{update:06d}")
+        progress.show(record)
+        if update % config.train.checkpoint_every == 0 or update == config.train.max_updates:
+            checkpoint(update)
+
+    orchestrator = Orchestrator(
+        learner=learner, engine=engine, policy=make_model_policy(config, engine, processor, store),
+        environment=LocalEnvironment(web), store=store, processor=processor, buffer=buffer,
+        episode=episode_settings(config, "train"),
+        pool=PoolSettings(**pool_arguments(config)),
+        settings=RLSettings(max_updates=config.train.max_updates, kind=config.loss.kind,
+                            normalizer=config.loss.normalizer, k=config.loss.k,
+                            relaunch_browsers_each_round=rl.relaunch_browsers_each_round),
+        on_update=on_update)
+
+    def on_sigterm(signum, frame):
+        logging.warning("SIGTERM: finishing the update in progress, then saving a checkpoint")
+        orchestrator.stop()
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        with engine:
+            updates = orchestrator.run(updates_done=updates_at_start)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if state["saved"] != updates:
+        checkpoint(updates)   # stopped between periodic checkpoints (SIGTERM)
+    checkpoints.wait()
+    return updates
+
+
+def _mean(values) -> float | None:
+    return float(np.mean(values)) if values else None

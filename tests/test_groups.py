@@ -1,0 +1,139 @@
+"""Admission, dynamic sampling and staleness rejection (runtime/groups.py), as plain logic."""
+
+import collections
+import threading
+
+import pytest
+
+from asyncwebrl.records import Step, Task, Trajectory
+from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, TaskSampler
+
+TASKS = [Task(task_id=f"t{i}", task_name="x", website="http://a/", difficulty=d) for i, d in
+         enumerate([1, 2, 3, 3, 5, 6, 8])]
+
+
+def finished(group, member, reward, version=0, outcome="answered"):
+    steps = [Step(index=0, url="u", response="r", action={}, screenshot_key=f"{group.group_id}/{member}",
+                  response_ids=[1, 2], versions=[version, version])]
+    return Trajectory(task=group.task, steps=steps, outcome=outcome, reward=reward,
+                      episode_id=f"{group.group_id}-{member}", group_id=group.group_id)
+
+
+def make_buffer(released, **overrides):
+    settings = dict(group_size=2, groups_per_batch=2, eta=0, max_running=10, sampler=TaskSampler(TASKS, seed=1),
+                    release=released.extend)
+    return GroupBuffer(**{**settings, **overrides})
+
+
+def complete(buffer, group, rewards, version=0):
+    for member, reward in enumerate(rewards):
+        buffer.add(finished(group, member, reward, version))
+
+
+def test_task_sampler_is_uniform_over_levels_and_resumes_in_sequence():
+    sampler = TaskSampler(TASKS, seed=3)
+    drawn = [sampler.draw() for _ in range(3000)]
+    levels = collections.Counter(t.level for t in drawn)
+    assert all(900 < levels[level] < 1100 for level in ("easy", "medium", "hard")), levels
+    resumed = TaskSampler(TASKS, seed=3, position=1000)
+    assert [resumed.draw().task_id for _ in range(50)] == [t.task_id for t in drawn[1000:1050]]
+
+
+def test_synchronous_gate_admits_one_batch_per_version():
+    released = []
+    buffer = make_buffer(released, eta=0)
+    first = [buffer.admit(), buffer.admit()]
+    assert all(first) and buffer.admit() is None          # (eta + v + 1) * B = 2 groups at v = 0
+    for group in first:
+        complete(buffer, group, [1.0, 0.0])
+    assert buffer.admit() is None                          # accepted + running = 2: closed while learning
+    taken = buffer.take(2, timeout=1)
+    assert [g.group_id for g in taken] == [g.group_id for g in first]
+    assert buffer.admit() is None                          # still closed until the new version is out
+    buffer.set_version(1)
+    assert buffer.admit() is not None and buffer.admit() is not None and buffer.admit() is None
+
+
+def test_eta_allows_groups_ahead_of_the_learner_and_max_running_caps_them():
+    buffer = make_buffer([], eta=2, max_running=4)
+    admitted = [buffer.admit() for _ in range(6)]
+    assert sum(g is not None for g in admitted) == 4       # max_running, before (2 + 0 + 1) * 2 = 6
+    for group in admitted[:4]:
+        complete(buffer, group, [1.0, 0.0])
+    assert buffer.admit() is not None and buffer.admit() is not None and buffer.admit() is None
+
+
+def test_uniform_groups_are_dropped_and_their_screenshots_released():
+    released = []
+    buffer = make_buffer(released)
+    group = buffer.admit()
+    complete(buffer, group, [0.0, 0.0])
+    assert buffer.counts.dropped_uniform == 1 and not buffer.ready
+    assert sorted(released) == [f"{group.group_id}/0", f"{group.group_id}/1"]
+    assert buffer.admit() is not None and buffer.admit() is not None  # the dropped group gave its place back
+
+
+def test_uniform_groups_are_kept_without_dynamic_sampling():
+    buffer = make_buffer([], dynamic_sampling=False)
+    complete(buffer, buffer.admit(), [0.0, 0.0])
+    assert len(buffer.ready) == 1 and buffer.counts.dropped_uniform == 0
+
+
+def test_crashed_and_unknown_members_leave_their_group():
+    released = []
+    buffer = make_buffer(released, group_size=4)
+    group = buffer.admit()
+    buffer.add(finished(group, 0, 1.0))
+    buffer.add(finished(group, 1, 0.0))
+    buffer.add(finished(group, 2, None, outcome="crashed"))
+    buffer.add(finished(group, 3, None))                   # judge gave no verdict
+    (kept,) = buffer.ready
+    assert [t.episode_id for t in kept.members] == [f"{group.group_id}-0", f"{group.group_id}-1"]
+    assert sorted(released) == [f"{group.group_id}/2", f"{group.group_id}/3"]
+    small = buffer.admit()
+    buffer.add(finished(small, 0, 1.0))
+    for member in (1, 2, 3):
+        buffer.add(finished(small, member, None, outcome="crashed"))
+    assert buffer.counts.dropped_too_few == 1 and len(buffer.ready) == 1
+    assert buffer.counts.episodes_crashed == 4 and buffer.counts.episodes_unknown == 1
+
+
+def test_groups_older_than_eta_are_rejected_at_consumption():
+    released = []
+    buffer = make_buffer(released, eta=1, groups_per_batch=1)
+    old, fresh = buffer.admit(), buffer.admit()
+    complete(buffer, old, [1.0, 0.0], version=0)
+    complete(buffer, fresh, [1.0, 0.0], version=1)
+    buffer.set_version(2)                                   # old: 2 - 0 > eta; fresh: 2 - 1 = eta
+    (taken,) = buffer.take(1, timeout=1)
+    assert taken.group_id == fresh.group_id
+    assert buffer.counts.rejected_stale == 1 and sorted(released) == [f"{old.group_id}/0", f"{old.group_id}/1"]
+    assert buffer.accepted == 1                              # the rejected group gave its place back
+
+
+def test_take_waits_for_a_batch_and_close_releases_the_waiter():
+    buffer = make_buffer([])
+    result = {}
+    waiter = threading.Thread(target=lambda: result.setdefault("groups", buffer.take(2)))
+    waiter.start()
+    complete(buffer, buffer.admit(), [1.0, 0.0])
+    waiter.join(timeout=0.2)
+    assert waiter.is_alive()                                 # one group is not a batch of two
+    buffer.close()
+    waiter.join(timeout=5)
+    assert not waiter.is_alive() and result["groups"] is None
+    assert buffer.admit() is None
+
+
+def test_a_restored_buffer_counts_consumed_groups_as_accepted():
+    counts = GroupCounts(admitted=40, consumed=10)
+    buffer = make_buffer([], eta=0, groups_per_batch=2, counts=counts, version=5)
+    assert buffer.accepted == 10                            # (0 + 5 + 1) * 2 - 10 = 2 places, no burst
+    assert buffer.admit().group_id == "g0000040" and buffer.admit() is not None and buffer.admit() is None
+
+
+def test_invalid_settings_fail_clearly():
+    with pytest.raises(ValueError, match="at least 2"):
+        make_buffer([], group_size=1)
+    with pytest.raises(ValueError, match="at least one task"):
+        TaskSampler([])

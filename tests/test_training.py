@@ -1,0 +1,105 @@
+"""The train flow of main.py end to end: tiny model, real Chromium, the local web.
+
+Runs are short: no warm start, no evaluation, 8 new tokens per step, 2-step episodes
+in coordinates mode (short prompts), groups of 2, one group per update, and dynamic
+sampling off (an untrained policy succeeds too rarely for groups with reward variance).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+QUICK = ["--config.sft.steps=0", "--config.eval.num_tasks=0", "--config.sampler.max_new_tokens=8",
+         "--config.agent.interaction=coordinates", "--config.sampler.capacity=2048",
+         "--config.sampler.prompt_buckets=(2048,)", "--config.learner.row_length=2048",
+         "--config.agent.train_step_limits=(2,2,2)",
+         "--config.rl.group_size=2", "--config.rl.groups_per_batch=1", "--config.rl.max_running_groups=2",
+         "--config.rl.dynamic_sampling=False", "--config.browser.pages=2",
+         "--config.tasks.train_sites_per_variant=1", "--config.tasks.test_sites_per_variant=1"]
+
+
+def main_py(workdir, *flags):
+    return [sys.executable, os.path.join(ROOT, "main.py"), f"--workdir={workdir}", *QUICK, *flags]
+
+
+def rl_records(workdir):
+    path = os.path.join(workdir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [r for r in map(json.loads, filter(str.strip, f)) if r.get("phase") == "rl"]
+
+
+def checkpoint_steps(workdir):
+    folder = os.path.join(workdir, "checkpoints")
+    return sorted(int(name) for name in os.listdir(folder) if name.isdigit()) if os.path.isdir(folder) else []
+
+
+def wait_for_updates(process, workdir, count, timeout=600):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"main.py exited early ({process.returncode})")
+        if len(rl_records(workdir)) >= count and count in checkpoint_steps(workdir):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"no {count} updates within {timeout} s")
+
+
+def test_short_asynchronous_run_keeps_staleness_within_eta(tmp_path):
+    workdir = str(tmp_path / "run")
+    done = subprocess.run(main_py(workdir, "--config.train.max_updates=4", "--config.rl.eta=1"),
+                          capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = rl_records(workdir)
+    assert [r["update"] for r in records] == [1, 2, 3, 4]
+    assert [r["version"] for r in records] == [1, 2, 3, 4]           # one published version per update
+    for record in records:
+        assert 0 <= record["staleness_mean"] <= record["staleness_max"] <= 1   # eta = 1
+        for name in ("episodes", "success_rate", "clip_ratio", "behave_cap_ratio", "loss", "tokens_per_step",
+                     "steps_per_episode", "trajectories_per_hour", "sampler_busy", "learner_busy"):
+            assert name in record, name
+    assert records[-1]["episodes"] >= 8
+    assert checkpoint_steps(workdir)[-1] == 4
+    assert os.listdir(os.path.join(workdir, "events"))                 # TensorBoard events
+    sample = os.path.join(workdir, "trajectories", "update_000001")
+    assert "trajectory.json" in os.listdir(sample) and any(n.endswith(".png") for n in os.listdir(sample))
+    summary = json.load(open(os.path.join(workdir, "summary.json")))
+    assert summary["updates"] == 4 and summary["staleness_max"] <= 1
+    assert "[summary]" in done.stdout
+
+
+@pytest.mark.parametrize("kill", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, kill):
+    """SIGTERM: the update in progress finishes, a checkpoint is saved, exit 0. SIGKILL:
+    nothing is saved at the kill. Either way a restart on the workdir continues from the
+    last checkpoint with the version and the counters restored."""
+    workdir = str(tmp_path / "run")
+    process = subprocess.Popen(main_py(workdir, "--config.train.max_updates=5", "--config.rl.eta=2"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_updates(process, workdir, 2)
+        process.send_signal(kill)
+        out, err = process.communicate(timeout=300)
+    finally:
+        process.kill()
+    if kill == signal.SIGTERM:
+        assert process.returncode == 0, err[-3000:]
+        assert "run again with the same --workdir to resume" in out
+        assert checkpoint_steps(workdir)[-1] == rl_records(workdir)[-1]["update"]   # the stop saved its state
+    saved = checkpoint_steps(workdir)[-1]
+    before = {r["update"]: r for r in rl_records(workdir)}
+    done = subprocess.run(main_py(workdir, "--config.train.max_updates=5", "--config.rl.eta=2"),
+                          capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    resumed = [r for r in rl_records(workdir)][len(before):]
+    assert resumed[0]["update"] == saved + 1 and resumed[-1]["update"] == 5
+    assert [r["version"] for r in resumed] == [r["update"] for r in resumed]    # version restored
+    assert resumed[0]["episodes"] > before[saved]["episodes"]                   # counters continue
+    assert checkpoint_steps(workdir)[-1] == 5
