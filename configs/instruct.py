@@ -1,0 +1,74 @@
+"""The paper's main run (SPEC.md §6): Qwen3-VL-8B-Instruct, WebGym tasks, coordinates mode,
+asynchronous GRPO with decoupled importance sampling, 1/k (k = 10), eta = 2.
+
+    python main.py --config=configs/instruct.py --config.model.path=/ckpt/Qwen3-VL-8B-Instruct \\
+        --config.tasks.path=/data/webgym/train.jsonl
+
+Ablations are config arguments, e.g. --config.loss.normalizer=traj, --config.loss.decoupled=False,
+--config.loss.kind=raft, --config.agent.memory=compressive,
+--config.agent.train_step_limits=(20,40,60).
+Still missing (open issues): the WebGym task loader and the LLM judge (tasks.source
+"webgym" is refused until then) and separate sampler/learner device groups.
+"""
+
+from ml_collections import config_dict
+
+from configs import default
+
+
+def get_config():
+    config = default.get_config()
+    config.model.preset = "8b"
+    config.model.path = ""                      # a Hugging Face Qwen3-VL-8B-Instruct directory
+    config.model.dtype = "bfloat16"
+    config.model.attention = "pallas"
+
+    config.tasks.source = "webgym"
+    config.tasks.path = ""                      # WebGym JSONL (task_id, task_name, website, ...)
+    config.judge = config_dict.ConfigDict()
+    config.judge.endpoint = ""                  # OpenAI-compatible chat endpoint of the rubric judge
+
+    config.agent.interaction = "coordinates"
+    config.agent.train_step_limits = (10, 20, 30)
+    config.agent.test_step_limits = (30, 50, 70)
+
+    config.sampler.slots = 64
+    config.sampler.capacity = 16384             # tokens per step sequence
+    config.sampler.prompt_buckets = (2048, 4096, 8192, 16384)
+    config.sampler.max_new_tokens = 4096
+    config.sampler.patches_per_image = 3600     # 1280x720 -> 80 x 45 patches
+
+    config.browser.pages = 256
+    config.browser.pages_per_browser = 8
+
+    config.train.max_updates = 300
+    config.train.checkpoint_every = 5
+    config.sft.steps = 0                        # the Instruct checkpoint already acts
+
+    config.rl.eta = 2
+    config.rl.group_size = 8
+    config.rl.groups_per_batch = 16
+    config.rl.max_running_groups = 64
+    config.rl.dynamic_sampling = True
+    config.rl.temperature = 1.0
+
+    config.loss.kind = "grpo"
+    config.loss.normalizer = "const"
+    config.loss.k = 10.0
+    config.loss.decoupled = True
+
+    config.optimizer.learning_rate = 5e-6
+    config.optimizer.weight_decay = 0.01
+    config.optimizer.max_grad_norm = 1.0
+    config.optimizer.warmup_steps = 30          # ~1.7% of 300 updates x 3 epochs x 2 minibatches
+    config.optimizer.final_lr_fraction = 0.1
+
+    config.learner.row_length = 16384
+    config.learner.rows_per_microbatch = 1
+    config.learner.images_per_microbatch = 2
+    config.learner.epochs = 3
+    config.learner.minibatches = 2
+
+    config.eval.num_tasks = 1167                # the OOD test split
+    config.eval.temperature = 0.6
+    return config
