@@ -55,3 +55,32 @@ def test_model_policy_episode_records_tokens_logprobs_and_versions(web):
         assert step.response == processor.decode(text_ids)
     assert store.stats.entries == 0  # screenshots freed after the episode was judged
     assert engine.stats["vision_cache_hits"] >= len(trajectory.steps) - 1  # each screenshot is shown twice
+
+
+def test_teacher_demonstrations_become_training_rows_in_the_model_format(web):
+    """The oracle acting through the teacher: each step holds the prompt the model policy
+    would build and the oracle's text as tokens + end-of-turn; step_rows turns them into
+    learner rows with the pixels of exactly the screenshots the prompt shows."""
+    from asyncwebrl.rollout.policies import OraclePolicy
+    from asyncwebrl.runtime.demonstrations import TeacherPolicy
+    from asyncwebrl.runtime.rows import step_rows
+
+    processor, store = Processor.embedded(), ScreenshotStore()
+    teacher = TeacherPolicy(OraclePolicy(web.session), processor, store, PromptBuilder("set_of_marks"))
+    task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)
+    (trajectory,), _ = asyncio.run(run_tasks([task], teacher, web, EpisodeSettings(interaction="set_of_marks",
+                                                                                    phase="train"),
+                                             store=store, concurrency=1, progress=None, free_screenshots=False))
+    assert trajectory.success and len(trajectory.steps) >= 2
+    rows = step_rows([trajectory], [0.5], store, processor)
+    assert len(rows) == len(trajectory.steps)
+    for step, row in zip(trajectory.steps, rows):
+        assert step.response_ids[-1] == processor.special.eos and set(step.versions) == {-1}
+        assert processor.decode(step.response_ids[:-1]) == step.response
+        assert processor.decode(step.prompt_ids).startswith("<|im_start|>system\n")
+        placeholders = int((row.prompt_ids == processor.special.image_pad).sum())
+        assert len(row.image_grid_thw) == len(step.image_keys)
+        assert placeholders == int(row.image_grid_thw.prod(axis=1).sum()) // 4 == len(row.pixel_values) // 4
+        assert row.advantage == 0.5
+    store.free(trajectory.screenshot_keys())
+    assert store.stats.entries == 0

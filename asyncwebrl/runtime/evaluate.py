@@ -27,7 +27,7 @@ from asyncwebrl.web.server import LocalWeb
 async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: EpisodeSettings, *,
                     concurrency: int = 4, pages_per_browser: int = 4, recycle_after: int = 200,
                     executable_path: str = "", store: ScreenshotStore | None = None, free_screenshots: bool = True,
-                    progress=sys.stderr) -> tuple[list[Trajectory], float]:
+                    progress=sys.stderr, label: str = "eval") -> tuple[list[Trajectory], float]:
     """One episode per task on the browser pool; returns the trajectories (in task order)
     and wall seconds. Screenshots are freed as soon as an episode is judged, unless
     free_screenshots is False (the caller then frees them). Pass `store` when the policy
@@ -51,7 +51,7 @@ async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: 
         done += 1
         if progress and (interactive or done % max(1, len(tasks) // 10) == 0 or done == len(tasks)):
             succeeded = sum(1 for t in results if t is not None and t.success)
-            line = f"[eval] {done}/{len(tasks)} episodes, {succeeded} successes, {time.perf_counter() - started:.0f}s"
+            line = f"[{label}] {done}/{len(tasks)} episodes, {succeeded} successes, {time.perf_counter() - started:.0f}s"
             print("\r" + line if interactive else line, end="" if interactive else "\n", file=progress, flush=True)
 
     async with pool:

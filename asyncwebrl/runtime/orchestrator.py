@@ -92,7 +92,7 @@ class Orchestrator:
                     raise RuntimeError("the collector failed") from self._collector_error
                 if groups is None:
                     if time.monotonic() - last_report > self.settings.wait_report_s:
-                        logging.info("learner waiting for groups: %s", self.buffer.snapshot())
+                        logging.warning("learner waiting for groups: %s", self.buffer.snapshot())
                         last_report = time.monotonic()
                     continue
                 update += 1

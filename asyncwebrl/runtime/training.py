@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import logging
 import random
 import signal
 import time
@@ -65,7 +64,7 @@ def _train(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStor
     else:
         state, runtime, step = restored
         learner.restore(state)
-        logging.info("resumed from checkpoint %d: update %d, version %d", step, runtime["updates"], learner.version)
+        print(f"resumed from checkpoint {step}: update {runtime['updates']}, version {learner.version}", flush=True)
         before = run.read_json("eval_before.json")
     updates = rl_phase(config, run, web, checkpoints, learner, processor, train_tasks, runtime)
     if updates < config.train.max_updates:
@@ -87,7 +86,8 @@ def warm_start(config, run: RunDirectory, web: LocalWeb, processor, model, tasks
     demo_tasks = random.Random(config.seed).sample(tasks, min(config.sft.demo_tasks, len(tasks)))
     teacher = TeacherPolicy(OraclePolicy(web.session), processor, store, prompt_builder(config))
     demos, seconds = asyncio.run(run_tasks(demo_tasks, teacher, web, episode_settings(config, "train"), store=store,
-                                           free_screenshots=False, **pool_arguments(config)))
+                                           free_screenshots=False, label="demonstrations",
+                                           **pool_arguments(config)))
     solved = [t for t in demos if t.success]
     rows = step_rows(solved, np.zeros(len(solved)), store, processor)
     store.free([k for t in demos for k in t.screenshot_keys()])
@@ -224,16 +224,20 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
                             relaunch_browsers_each_round=rl.relaunch_browsers_each_round),
         on_update=on_update)
 
-    def on_sigterm(signum, frame):
-        logging.warning("SIGTERM: finishing the update in progress, then saving a checkpoint")
+    def on_signal(signum, frame):
+        if orchestrator.stopping and signum == signal.SIGINT:
+            raise KeyboardInterrupt   # a second Ctrl-C: leave now (the last periodic checkpoint stays)
+        print(f"\n{signal.Signals(signum).name}: finishing the update in progress, then saving a checkpoint",
+              flush=True)
         orchestrator.stop()
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         with engine:
             updates = orchestrator.run(updates_done=updates_at_start)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     if state["saved"] != updates:
         checkpoint(updates)   # stopped between periodic checkpoints (SIGTERM)
     checkpoints.wait()
