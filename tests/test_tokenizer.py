@@ -231,3 +231,11 @@ def test_tiny_model_config_agrees_with_the_byte_tokenizer():
     assert config.text.vocab_size == BYTE_VOCAB_SIZE
     assert (config.image_token_id, config.video_token_id) == (ids.image_pad, ids.video_pad)
     assert (config.vision_start_token_id, config.vision_end_token_id) == (ids.vision_start, ids.vision_end)
+
+
+def test_response_text_can_leave_special_tokens_out(processor):
+    """A model may write <|image_pad|> or <|im_end|> mid-response; the policy's text drops
+    them, so a later prompt holding that text gets no placeholder without an image."""
+    ids = processor.encode_text("click<|image_pad|> 3<|vision_start|><|im_end|>")
+    assert processor.decode(ids) == "click<|image_pad|> 3<|vision_start|><|im_end|>"
+    assert processor.decode(ids, skip_special_tokens=True) == "click 3"

@@ -269,9 +269,9 @@ class Processor:
         """Token ids of plain text; special-token strings in it become special ids, nothing is added."""
         return self.tokenizer.encode(text, add_special_tokens=False)
 
-    def decode(self, ids) -> str:
-        """Text of token ids, special tokens included (the caller decides what to strip)."""
-        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False,
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        """Text of token ids, special tokens included unless skipped."""
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens,
                                      clean_up_tokenization_spaces=False)
 
     def render(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> str:

@@ -68,9 +68,9 @@ class ModelAgent:
             response = await asyncio.wrap_future(self.policy.engine.submit(request))
         except (ValueError, RuntimeError) as refused:  # too long for a slot, or the engine stopped
             raise PolicyUnavailable(str(refused)) from refused
-        text_ids = response.tokens
-        if response.finish_reason == "stop":  # the end-of-turn token is not part of the text
-            text_ids = text_ids[:-1]
-        return Reply(text=self.policy.processor.decode(text_ids), prompt_ids=request.input_ids.tolist(),
+        # The text leaves special tokens out: it goes back into later prompts, where an
+        # <|image_pad|> the model wrote would become an image placeholder without an image.
+        return Reply(text=self.policy.processor.decode(response.tokens, skip_special_tokens=True),
+                     prompt_ids=request.input_ids.tolist(),
                      image_keys=list(image_keys), response_ids=response.tokens.tolist(),
                      logprobs=response.logprobs.tolist(), versions=response.versions.tolist())

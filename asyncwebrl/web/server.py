@@ -15,6 +15,7 @@ from __future__ import annotations
 import http.cookies
 import http.server
 import logging
+import sys
 import threading
 import urllib.parse
 from typing import Any
@@ -25,6 +26,15 @@ from asyncwebrl.web.sites import make_site
 LOGICAL_ORIGIN = "http://awr.local"
 EPISODE_COOKIE = "awr_episode"
 _MAX_BODY_BYTES = 64 * 1024
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    """A browser that closes a page mid-response (an episode ending, a context recycled)
+    is routine here, not an error worth a traceback; anything else is still reported."""
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
 
 
 class LocalWeb:
@@ -42,7 +52,7 @@ class LocalWeb:
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> "LocalWeb":
         handler = _make_handler(self)
-        self._server = http.server.ThreadingHTTPServer(self._address, handler)
+        self._server = _QuietServer(self._address, handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="local-web", daemon=True)
         self._thread.start()
