@@ -135,8 +135,8 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None) 
         "by_difficulty_before": before.get("by_difficulty"), "by_difficulty_after": after.get("by_difficulty"),
         "mean_response_tokens_per_step_after": after.get("mean_response_tokens_per_step"),
         "updates": last.get("update", 0), "episodes": last.get("episodes", 0),
-        "trajectories_per_hour": last.get("trajectories_per_hour"),
-        "staleness_mean": float(np.mean([r["staleness_mean"] for r in records])) if records else None,
+        "trajectories_per_hour": _rounded(last.get("trajectories_per_hour"), 1),
+        "staleness_mean": _rounded(np.mean([r["staleness_mean"] for r in records]), 2) if records else None,
         "staleness_max": max((r["staleness_max"] for r in records), default=None),
         "steps_per_episode": last.get("steps_per_episode"), "tokens_per_step": last.get("tokens_per_step"),
     }
@@ -242,6 +242,10 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
         checkpoint(updates)   # stopped between periodic checkpoints (SIGTERM)
     checkpoints.wait()
     return updates
+
+
+def _rounded(value, digits: int) -> float | None:
+    return None if value is None else round(float(value), digits)
 
 
 def _mean(values) -> float | None:
