@@ -32,9 +32,11 @@ def make_policy(config, web: LocalWeb, store: ScreenshotStore):
     if config.policy == "random":
         return RandomPolicy(seed=config.seed)
     if config.policy == "model":
-        from asyncwebrl.runtime.build import build_model, make_engine, make_model_policy  # JAX loads only for a model
+        from asyncwebrl.runtime.build import (build_model, make_engine, make_model_policy,  # JAX loads only for a model
+                                              restore_trained)
 
         model, processor = build_model(config)
+        model = restore_trained(config, model)
         engine = make_engine(config, model, processor, config.eval.temperature)
         return make_model_policy(config, engine, processor, store)   # its engine is started by run_episodes
     raise app.UsageError(f"unknown policy {config.policy!r}: choose model, oracle or random")

@@ -13,7 +13,8 @@ the decode-only rate (engine decode time, all slots).
 Bandwidth bound: a decode step must read the text weights once plus every active slot's
 KV cache (its actual length); bytes per step / the copy bandwidth measured in the same
 run = the fastest possible decode step. `--hf` adds transformers `generate` (PyTorch,
-same dtype, same batch, greedy; dynamic and/or static cache) on the same device.
+same dtype, same batch, greedy; dynamic and/or static cache) on the same device, run
+first in a child process so that the two never share the GPU's memory.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import time
 
@@ -163,6 +165,16 @@ def run_transformers(config, requests, new_tokens: int, dtype: str, cache: str) 
     return round(generated / (time.perf_counter() - started), 1)
 
 
+def transformers_in_child(levels) -> dict:
+    """Run this script again with --hf-only (same arguments, same requests from the same
+    seed) and read its rates: transformers and our engine never share the GPU's memory."""
+    child = subprocess.run([sys.executable, os.path.abspath(__file__), *sys.argv[1:], "--hf-only",
+                            f"--hf-concurrency={','.join(map(str, levels))}"], capture_output=True, text=True)
+    if child.returncode != 0:
+        raise SystemExit(f"the transformers run failed:\n{child.stderr[-3000:]}")
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="tiny")
@@ -174,6 +186,7 @@ def main() -> None:
     parser.add_argument("--hf", default="", help="also time transformers generate with these caches, "
                         "e.g. dynamic,static")
     parser.add_argument("--hf-concurrency", default="", help="levels at which to time transformers (default: all)")
+    parser.add_argument("--hf-only", action="store_true", help=argparse.SUPPRESS)   # the child process
     parser.add_argument("--dump", default="", help="write the compiled decode step's HLO here and time it alone")
     parser.add_argument("--attention", default="xla", choices=["xla", "pallas"],
                         help="pallas: the decode kernel that reads each slot up to its own length (GPU)")
@@ -187,6 +200,12 @@ def main() -> None:
     bucket = -(-prompt // 64) * 64
     patches = max([math.prod(im.grid_thw) for im in requests[0].images] or [4])
     hf_levels = [int(c) for c in args.hf_concurrency.split(",")] if args.hf_concurrency else levels
+    if args.hf_only:   # the child process of transformers_in_child
+        print(json.dumps({f"{c}/{cache}": run_transformers(config, requests[:c], args.new_tokens, args.dtype, cache)
+                          for c in hf_levels for cache in args.hf.split(",")}))
+        return
+    # transformers first, in a child process, before JAX takes the GPU's memory
+    transformers_rates = transformers_in_child(hf_levels) if args.hf else {}
     model = Qwen3VL(config, dtype=args.dtype, param_dtype=args.dtype, attention=args.attention, rngs=nnx.Rngs(0))
     bandwidth = copy_bandwidth()
     rows, probe = [], {}
@@ -196,10 +215,8 @@ def main() -> None:
         bound_step = decode_bytes(model, c, prompt, args.new_tokens, args.dtype) / bandwidth
         row["bound_tokens_per_s"] = round(c / bound_step, 1)
         row["decode_fraction_of_bound"] = round(row["decode_tokens_per_s"] / row["bound_tokens_per_s"], 3)
-        if args.hf and c in hf_levels:
-            for cache in args.hf.split(","):
-                row[f"transformers_{cache}_tokens_per_s"] = run_transformers(config, requests[:c], args.new_tokens,
-                                                                             args.dtype, cache)
+        for cache in args.hf.split(",") if args.hf and c in hf_levels else ():
+            row[f"transformers_{cache}_tokens_per_s"] = transformers_rates[f"{c}/{cache}"]
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.dump:

@@ -20,6 +20,7 @@ def get_config() -> config_dict.ConfigDict:
     config.model = config_dict.ConfigDict()
     config.model.preset = "tiny"  # used when no checkpoint path is given (random weights)
     config.model.path = ""  # a Hugging Face Qwen3-VL directory (config.json + safetensors)
+    config.model.checkpoint = ""  # --mode=eval: a training run's W/checkpoints (latest step's weights)
     config.model.dtype = "float32"  # bfloat16 on accelerators
     config.model.attention = "xla"  # xla | pallas (GPU kernels: flash attention, per-slot decode)
 

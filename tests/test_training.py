@@ -73,6 +73,14 @@ def test_short_asynchronous_run_keeps_staleness_within_eta(tmp_path):
     summary = json.load(open(os.path.join(workdir, "summary.json")))
     assert summary["updates"] == 4 and summary["staleness_max"] <= 1
     assert "[summary]" in done.stdout
+    evaluation = str(tmp_path / "eval")   # the trained weights, evaluated from a workdir of its own
+    evaluated = subprocess.run(
+        main_py(evaluation, "--mode=eval", "--config.policy=model", "--config.eval.num_tasks=1",
+                "--config.agent.test_step_limits=(1,1,1)", f"--config.model.checkpoint={workdir}/checkpoints"),
+        capture_output=True, text=True, timeout=600)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "model: checkpoint 4 (version 4)" in evaluated.stdout
+    assert json.load(open(os.path.join(evaluation, "eval.json")))["episodes"] == 1
 
 
 @pytest.mark.parametrize("kill", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])

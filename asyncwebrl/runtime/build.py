@@ -31,6 +31,24 @@ def build_model(config) -> tuple[nnx.Module, Processor]:
     return model, Processor.embedded()
 
 
+def restore_trained(config, model: nnx.Module) -> nnx.Module:
+    """The model with the parameters of the latest checkpoint under config.model.checkpoint
+    (a training run's W/checkpoints), or unchanged when that key is empty."""
+    if not config.model.checkpoint:
+        return model
+    from asyncwebrl.learner.checkpoints import CheckpointStore
+
+    learner = make_learner(config, model, "rl")   # the checkpoint holds a learner's whole state
+    with CheckpointStore(config.model.checkpoint) as store:
+        restored = store.restore(learner.state)
+    if restored is None:
+        raise FileNotFoundError(f"no checkpoint under {config.model.checkpoint}")
+    state, _, step = restored
+    learner.restore(state)
+    print(f"model: checkpoint {step} (version {learner.version}) from {config.model.checkpoint}", flush=True)
+    return learner.model()
+
+
 def make_engine(config, model: nnx.Module, processor: Processor, temperature: float, version: int = 0) -> Engine:
     s = config.sampler
     settings = EngineSettings(

@@ -54,7 +54,6 @@ class Group:
     group_id: str
     task: Task
     size: int
-    admitted_version: int
     members: list[Trajectory] = dataclasses.field(default_factory=list)
 
     @property
@@ -111,7 +110,6 @@ class GroupBuffer:
         self.accepted = self.counts.consumed
         self.running: dict[str, Group] = {}
         self.ready: collections.deque[Group] = collections.deque()
-        self.recent: collections.deque[Trajectory] = collections.deque(maxlen=4 * group_size * groups_per_batch)
         self._lock = threading.Condition()
         self._closed = False
 
@@ -132,8 +130,7 @@ class GroupBuffer:
                 return None
             number = self.counts.admitted
             self.counts.admitted += 1
-            group = Group(group_id=f"g{number:07d}", task=self.sampler.draw(), size=self.group_size,
-                          admitted_version=self.version)
+            group = Group(group_id=f"g{number:07d}", task=self.sampler.draw(), size=self.group_size)
             self.running[group.group_id] = group
             return group
 
@@ -147,7 +144,6 @@ class GroupBuffer:
             counts.episodes_crashed += trajectory.outcome == "crashed"
             counts.episodes_unknown += trajectory.reward is None and trajectory.outcome != "crashed"
             counts.successes += trajectory.success
-            self.recent.append(trajectory)
             if len(group.members) < group.size:
                 return
             del self.running[group.group_id]
