@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = ["--config.sft.steps=0", "--config.eval.num_tasks=0", "--config.sampler.max_new_tokens=8",
@@ -83,31 +82,38 @@ def test_short_asynchronous_run_keeps_staleness_within_eta(tmp_path):
     assert json.load(open(os.path.join(evaluation, "eval.json")))["episodes"] == 1
 
 
-@pytest.mark.parametrize("kill", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
-def test_interrupted_run_resumes_from_its_checkpoint(tmp_path, kill):
+def test_interrupted_runs_resume_from_their_checkpoints(tmp_path):
     """SIGTERM: the update in progress finishes, a checkpoint is saved, exit 0. SIGKILL:
-    nothing is saved at the kill. Either way a restart on the workdir continues from the
+    nothing is saved at the kill. After each, a restart on the workdir continues from the
     last checkpoint with the version and the counters restored."""
     workdir = str(tmp_path / "run")
-    process = subprocess.Popen(main_py(workdir, "--config.train.max_updates=5", "--config.rl.eta=2"),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for_updates(process, workdir, 2)
-        process.send_signal(kill)
-        out, err = process.communicate(timeout=300)
-    finally:
-        process.kill()
-    if kill == signal.SIGTERM:
-        assert process.returncode == 0, err[-3000:]
-        assert "run again with the same --workdir to resume" in out
-        assert checkpoint_steps(workdir)[-1] == rl_records(workdir)[-1]["update"]   # the stop saved its state
-    saved = checkpoint_steps(workdir)[-1]
-    before = {r["update"]: r for r in rl_records(workdir)}
-    done = subprocess.run(main_py(workdir, "--config.train.max_updates=5", "--config.rl.eta=2"),
-                          capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    resumed = [r for r in rl_records(workdir)][len(before):]
-    assert resumed[0]["update"] == saved + 1 and resumed[-1]["update"] == 5
-    assert [r["version"] for r in resumed] == [r["update"] for r in resumed]    # version restored
-    assert resumed[0]["episodes"] > before[saved]["episodes"]                   # counters continue
-    assert checkpoint_steps(workdir)[-1] == 5
+    command = main_py(workdir, "--config.train.max_updates=5", "--config.rl.eta=2")
+
+    def interrupt(kill, after_updates):
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for_updates(process, workdir, after_updates)
+            process.send_signal(kill)
+            out, err = process.communicate(timeout=300)
+        finally:
+            process.kill()
+        return process.returncode, out, err
+
+    code, out, err = interrupt(signal.SIGTERM, after_updates=2)
+    assert code == 0, err[-3000:]
+    assert "run again with the same --workdir to resume" in out
+    assert checkpoint_steps(workdir)[-1] == rl_records(workdir)[-1]["update"]   # the stop saved its state
+    for kill in (signal.SIGKILL, None):
+        saved = checkpoint_steps(workdir)[-1]
+        before = rl_records(workdir)
+        at_save = next(r for r in before if r["update"] == saved)
+        if kill is None:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=1200)
+            assert done.returncode == 0, done.stderr[-3000:]
+        else:
+            interrupt(kill, after_updates=saved + 1)
+        resumed = rl_records(workdir)[len(before):]
+        assert resumed[0]["update"] == saved + 1                                     # from the checkpoint
+        assert [r["version"] for r in resumed] == [r["update"] for r in resumed]    # version restored
+        assert resumed[0]["episodes"] > at_save["episodes"]                         # counters continue
+    assert rl_records(workdir)[-1]["update"] == 5 and checkpoint_steps(workdir)[-1] == 5
