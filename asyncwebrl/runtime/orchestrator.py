@@ -55,7 +55,7 @@ class PoolSettings:
 class Orchestrator:
     def __init__(self, *, learner: Learner, engine: Engine, policy, environment, store: ScreenshotStore,
                  processor: Processor, buffer: GroupBuffer, episode: EpisodeSettings, pool: PoolSettings,
-                 settings: RLSettings, on_update=lambda measurements, groups: None):
+                 settings: RLSettings, on_update=lambda update, measurements, groups: None):
         self.learner, self.engine, self.policy, self.environment = learner, engine, policy, environment
         self.store, self.processor, self.buffer = store, processor, buffer
         self.episode, self.pool_settings, self.settings = episode, pool, settings
@@ -96,7 +96,7 @@ class Orchestrator:
                         last_report = time.monotonic()
                     continue
                 update += 1
-                self._update(groups)
+                self._update(update, groups)
         finally:
             self._stop.set()
             self.buffer.close()
@@ -106,7 +106,7 @@ class Orchestrator:
                 logging.warning("the collector did not stop within 120 s")
         return update
 
-    def _update(self, groups: list[Group]) -> None:
+    def _update(self, update: int, groups: list[Group]) -> None:
         trajectories = [t for g in groups for t in g.members]
         s = self.settings
         advantages = episode_advantages(trajectories, kind=s.kind, normalizer=s.normalizer, k=s.k)
@@ -119,7 +119,7 @@ class Orchestrator:
         self._wake_collector()
         self.busy["learner_seconds"] += time.perf_counter() - started
         measurements["rows_seconds"] = rows_built - started
-        self.on_update(measurements, groups)
+        self.on_update(update, measurements, groups)
         for group in groups:   # the learner is done with these screenshots
             self.store.free(group.screenshot_keys())
 

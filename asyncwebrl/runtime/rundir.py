@@ -46,6 +46,12 @@ class RunDirectory:
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     self._events.add_scalar(f"{phase}/{name}", value, step)
 
+    def records(self) -> list[dict]:
+        """Every metrics line written so far (this run and the runs it resumed)."""
+        self._metrics.flush()
+        with open(self.file("metrics.jsonl")) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
     def save_trajectory(self, trajectory: Trajectory, store: ScreenshotStore, label: str) -> None:
         """The episode's steps as JSON, and each step's screenshot as PNG (read before the keys are freed)."""
         folder = self.file("trajectories", label)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import random
 import signal
 import time
@@ -127,7 +126,7 @@ def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], l
 
 
 def closing_summary(run: RunDirectory, before: dict | None, after: dict | None) -> dict:
-    records = [r for r in _read_metrics(run) if r.get("phase") == "rl"]
+    records = [r for r in run.records() if r.get("phase") == "rl"]
     last = records[-1] if records else {}
     before, after = before or {}, after or {}
     summary = {
@@ -152,11 +151,6 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None) 
     return summary
 
 
-def _read_metrics(run: RunDirectory) -> list[dict]:
-    with open(run.file("metrics.jsonl")) as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 # ---------------------------------------------------------------- asynchronous RL
 
 def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStore, learner, processor,
@@ -174,16 +168,14 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
     started, updates_at_start = time.monotonic(), runtime["updates"]
     episodes_at_start = counts.episodes
     progress = Progress(config.train.max_updates)
-    state = {"updates": runtime["updates"], "saved": runtime["updates"]}
+    state = {"saved": runtime["updates"]}
 
     def checkpoint(update: int) -> None:
         checkpoints.save(update, learner.state, {"updates": update, "task_position": buffer.sampler.position,
                                                  "counts": dataclasses.asdict(buffer.counts)})
         state["saved"] = update
 
-    def on_update(measured: dict, groups) -> None:
-        state["updates"] += 1
-        update = state["updates"]
+    def on_update(update: int, measured: dict, groups) -> None:
         wall = time.monotonic() - started
         snapshot = buffer.snapshot()
         members = [t for g in groups for t in g.members]
