@@ -13,6 +13,7 @@ Conventions that match transformers' Qwen3-VL:
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import jax.numpy as jnp
@@ -127,6 +128,14 @@ def interpolation_taps(grid_thw, side: int, merge: int) -> tuple[np.ndarray, np.
     return index.astype(np.int32), weight
 
 
+@functools.lru_cache(maxsize=64)
+def _patch_layout(grid_thw: tuple, side: int, merge: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rope (row, col), interpolation indices and weights of an image's patches. They depend
+    on the grid only, and a run sees few grids (one per screenshot size): computed once
+    each (7 ms per 1280x720 image otherwise, on every sampler request)."""
+    return (patch_rope_hw(grid_thw, merge),) + interpolation_taps(grid_thw, side, merge)
+
+
 def vision_inputs(pixel_values, image_grid_thw, vision: VisionConfig, *, patches_per_image: int | None = None,
                   num_images: int | None = None) -> VisionInputs:
     """Split the processor's flat patches [N, patch_dim] into per-image rows padded to a fixed P.
@@ -146,17 +155,20 @@ def vision_inputs(pixel_values, image_grid_thw, vision: VisionConfig, *, patches
         raise ValueError(f"cannot fit {len(grids)} images of up to {largest} patches into "
                          f"{images} x {size} (P must also be a multiple of {vision.merge_unit})")
     side = round(vision.num_position_embeddings**0.5)
-    patches = np.zeros((images, size, vision.patch_dim), np.float32)
+    exact = counts.tolist() == [size] * images   # nothing to pad: skip a copy of ~20 MB per screenshot
+    patches = (pixel_values.reshape(images, size, vision.patch_dim) if exact
+               else np.zeros((images, size, vision.patch_dim), np.float32))
     valid = np.zeros((images, size), bool)
     rope_hw = np.zeros((images, size, 2), np.int32)
     index = np.zeros((images, size, 4), np.int32)
     weight = np.zeros((images, size, 4), np.float32)
     for i, (grid, start) in enumerate(zip(grids, np.concatenate([[0], np.cumsum(counts)[:-1]]))):
         n = int(counts[i])
-        patches[i, :n] = pixel_values[start:start + n]
+        if not exact:
+            patches[i, :n] = pixel_values[start:start + n]
         valid[i, :n] = True
-        rope_hw[i, :n] = patch_rope_hw(grid, vision.spatial_merge_size)
-        index[i, :n], weight[i, :n] = interpolation_taps(grid, side, vision.spatial_merge_size)
+        rope_hw[i, :n], index[i, :n], weight[i, :n] = _patch_layout(tuple(int(g) for g in grid), side,
+                                                                    vision.spatial_merge_size)
     return VisionInputs(patches=patches, patch_valid=valid, rope_hw=rope_hw, interp_index=index,
                         interp_weight=weight)
 

@@ -312,12 +312,13 @@ class Engine:
         slot.length = len(ids)
         self._record(index, int(token), float(logprob))
         self.stats["prefills"] += 1
-        self.stats["prefill_seconds"] += time.perf_counter() - started  # includes image encoding
+        self.stats["prefill_seconds"] += time.perf_counter() - started  # image encoding is vision_seconds
 
     def _features(self, images) -> VisionFeatures:
         """The request's images as a fixed-shape [max_images * P/4, D] block (zeros past the last)."""
         s, config = self.settings, self.config
         tokens_per_image = s.patches_per_image // config.vision.merge_unit
+        started = time.perf_counter()
         blocks = []
         for image in images:
             key = (image.key, self._version)
@@ -343,7 +344,9 @@ class Engine:
         features = VisionFeatures(tokens=stack([b.tokens for b in blocks]),
                                   deepstack=tuple(stack([b.deepstack[k] for b in blocks]) for k in range(depth)))
         # one placement whatever the images (cached, fresh or none): a jit cache key includes it
-        return jax.device_put(features, NamedSharding(self.mesh, PartitionSpec()))
+        features = jax.block_until_ready(jax.device_put(features, NamedSharding(self.mesh, PartitionSpec())))
+        self.stats["vision_seconds"] += time.perf_counter() - started   # the prefill would wait for it anyway
+        return features
 
     def _decode_all(self) -> None:
         s = self.settings
@@ -420,11 +423,14 @@ class Engine:
         """One token for every slot, attending over the first `window` positions (every
         active slot's tokens lie there); inactive slots compute but change nothing read."""
         model = self._model(params)
+        # a free slot keeps its last request's length; it attends to its first position only
+        # (the Pallas kernel would otherwise read that stale row every step until reused)
+        lengths = jnp.where(active, cache.lengths, 0)
         if window == cache.capacity:   # the whole cache: no slicing, the writes land in the donated buffer
-            view = cache
+            view = KVCache(keys=cache.keys, values=cache.values, lengths=lengths)
         else:
             view = KVCache(keys=[k[:, :, :window] for k in cache.keys], values=[v[:, :, :window] for v in cache.values],
-                           lengths=jnp.minimum(cache.lengths, window - 1))   # a finished full slot may sit past it
+                           lengths=lengths)
         inputs = ModelInputs(tokens=tokens[:, None], positions=jnp.broadcast_to(positions[None, :, None],
                                                                                   (3,) + tokens.shape + (1,)),
                              segment_ids=active[:, None].astype(jnp.int32), vision_source=jnp.full_like(tokens[:, None], -1))
