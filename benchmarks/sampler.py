@@ -189,7 +189,6 @@ def run_transformers(config, requests, new_tokens: int, dtype: str, cache: str) 
     # cache length, and the first call pays for that
     timed()
     seconds, generated = timed()
-    del model
     return {"tokens_per_s": round(generated / seconds, 1),
             "decode_tokens_per_s": round(len(requests) * (len(stamps) - 1) / (stamps[-1] - stamps[0]), 1)}
 
