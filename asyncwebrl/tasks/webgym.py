@@ -1,0 +1,124 @@
+"""WebGym task files (SPEC.md §7): JSONL, one task per line.
+
+    tasks, report = load_webgym("train.jsonl", levels=("easy", "medium"))
+    print(report)      # 292,092 rows: 290,114 kept, 1,978 outside the levels asked for
+
+Fields: task_id, task_name (the instruction), website, domain, subdomain,
+benchmark_name, difficulty (the number of rubric facts), evaluator_reference,
+definite_answer (may be empty). Released files are not uniform, so two fields are
+normalised here and nowhere else:
+  - evaluator_reference: a list of fact groups {id, description, facts: [...]}, a list of
+    strings (one fact each, in one group), or one string (one fact);
+  - website: "https://" is added when the row names a bare host.
+A row that cannot be read raises ValueError naming the file and line; rows are never
+dropped silently (blank lines and rows outside `levels` are counted in the report).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from asyncwebrl.records import LEVELS, Task
+
+REQUIRED = ("task_id", "task_name", "website")
+
+
+@dataclasses.dataclass
+class LoadReport:
+    path: str
+    rows: int = 0                # non-blank lines
+    kept: int = 0
+    blank_lines: int = 0
+    outside_levels: int = 0      # valid rows of a difficulty level not asked for
+    by_level: dict = dataclasses.field(default_factory=lambda: {level: 0 for level in LEVELS})
+
+    def __str__(self) -> str:
+        levels = ", ".join(f"{level} {count:,}" for level, count in self.by_level.items())
+        return (f"{self.path}: {self.rows:,} rows: {self.kept:,} kept ({levels}), "
+                f"{self.outside_levels:,} outside the levels asked for, {self.blank_lines:,} blank lines")
+
+
+def fact_groups(reference, task_id: str) -> list[dict]:
+    """evaluator_reference in any released shape -> [{id, description, facts}]."""
+    if reference is None or reference == "" or reference == []:
+        return []
+    if isinstance(reference, str):
+        return [{"id": f"{task_id}-1", "description": "", "facts": [reference]}]
+    if not isinstance(reference, list):
+        raise ValueError(f"evaluator_reference must be a list or a string, not {type(reference).__name__}")
+    if all(isinstance(item, str) for item in reference):
+        return [{"id": f"{task_id}-1", "description": "", "facts": list(reference)}]
+    groups = []
+    for number, group in enumerate(reference, 1):
+        if not isinstance(group, dict) or not isinstance(group.get("facts"), list):
+            raise ValueError(f"evaluator_reference item {number} is neither a fact group with a 'facts' list "
+                             "nor a string (a mixed list)")
+        facts = group["facts"]
+        if not all(isinstance(fact, str) and fact.strip() for fact in facts):
+            raise ValueError(f"evaluator_reference item {number} has a fact that is not a non-empty string")
+        groups.append({"id": str(group.get("id", f"{task_id}-{number}")),
+                       "description": str(group.get("description") or ""), "facts": list(facts)})
+    return groups
+
+
+def start_url(website: str) -> str:
+    website = website.strip()
+    if "://" not in website:
+        return "https://" + website
+    if not website.startswith(("http://", "https://")):
+        raise ValueError(f"website {website!r} is not an http(s) URL")
+    return website
+
+
+def task_from_row(row: dict) -> Task:
+    if not isinstance(row, dict):
+        raise ValueError(f"a row must be a JSON object, not {type(row).__name__}")
+    missing = [name for name in REQUIRED if not str(row.get(name) or "").strip()]
+    if missing:
+        raise ValueError(f"missing or empty {', '.join(missing)}")
+    task_id = str(row["task_id"])
+    groups = fact_groups(row.get("evaluator_reference"), task_id)
+    facts = sum(len(group["facts"]) for group in groups)
+    difficulty = row.get("difficulty")
+    if difficulty is None or difficulty == "":
+        difficulty = facts   # the number of rubric facts is what difficulty means
+    try:
+        difficulty = int(difficulty)
+    except (TypeError, ValueError):
+        raise ValueError(f"difficulty {row.get('difficulty')!r} is not an integer") from None
+    if difficulty < 1:
+        raise ValueError(f"difficulty {difficulty} (a task needs at least one rubric fact)")
+    return Task(task_id=task_id, task_name=str(row["task_name"]).strip(), website=start_url(str(row["website"])),
+                domain=str(row.get("domain") or ""), subdomain=str(row.get("subdomain") or ""),
+                benchmark_name=str(row.get("benchmark_name") or ""), difficulty=difficulty,
+                evaluator_reference=groups, definite_answer=str(row.get("definite_answer") or ""))
+
+
+def load_webgym(path: str, *, levels=LEVELS) -> tuple[list[Task], LoadReport]:
+    """The tasks of a WebGym JSONL file at the given difficulty levels, and what was read."""
+    unknown = set(levels) - set(LEVELS)
+    if unknown:
+        raise ValueError(f"unknown difficulty levels {sorted(unknown)}; the levels are {LEVELS}")
+    report = LoadReport(path=path)
+    tasks, seen = [], {}
+    with open(path, encoding="utf-8") as f:
+        for line_number, line in enumerate(f, 1):
+            if not line.strip():
+                report.blank_lines += 1
+                continue
+            report.rows += 1
+            try:
+                task = task_from_row(json.loads(line))
+            except (json.JSONDecodeError, ValueError) as error:
+                raise ValueError(f"{path}:{line_number}: {error}") from error
+            if task.task_id in seen:
+                raise ValueError(f"{path}:{line_number}: task_id {task.task_id!r} already on line {seen[task.task_id]}")
+            seen[task.task_id] = line_number
+            if task.level not in levels:
+                report.outside_levels += 1
+                continue
+            tasks.append(task)
+            report.kept += 1
+            report.by_level[task.level] += 1
+    return tasks, report
