@@ -38,9 +38,10 @@ _NUMBER = re.compile(r"(?<![\w.,-])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w-
 
 @dataclasses.dataclass
 class Judgement:
-    reward: float
+    reward: float | None         # None: unknown (a judge that could not decide); the episode is dropped
     fact_results: list[bool]
     note: str = ""
+    blocked: bool = False        # the site refused the agent (anti-bot): left out of reported success
 
 
 def _month_number(name: str) -> int:

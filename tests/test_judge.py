@@ -1,0 +1,194 @@
+"""The LLM rubric judge against a loopback HTTP server that plays the chat endpoint:
+scripted verdicts, slow answers, server errors, garbage text."""
+
+import asyncio
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from asyncwebrl.records import Task
+from asyncwebrl.tasks.judge import JudgeSettings, LLMJudge
+
+PNG = b"\x89PNG\r\n\x1a\n fake screenshot bytes"
+TASK = Task(task_id="t1", task_name="Find the price and the seller of the blue kettle", website="https://shop.example",
+            difficulty=2, evaluator_reference=[{"id": "g", "description": "", "facts": ["price is $24.50",
+                                                                                      "sold by Acme"]}])
+ANSWER = "The blue kettle costs $24.50 and is sold by Acme."
+
+
+class FakeJudge:
+    """A chat-completions endpoint whose reply to each question comes from `script`
+    (question text -> reply text, an int HTTP status, or ("slow", seconds, text)); the
+    blocked-site question gets `blocked_reply` (not blocked, by default)."""
+
+    def __init__(self):
+        self.script = lambda question: "Looks right.\nVERDICT: YES"
+        self.blocked_reply = "The shop's page.\nVERDICT: NO"
+        self.questions: list[str] = []
+        self.images: list[list[str]] = []
+        self.in_flight = self.most_in_flight = 0
+        self.lock = threading.Lock()
+        judge = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                parts = body["messages"][-1]["content"]
+                question = next(p["text"] for p in parts if p["type"] == "text")
+                with judge.lock:
+                    judge.questions.append(question)
+                    judge.images.append([p["image_url"]["url"][:22] for p in parts if p["type"] == "image_url"])
+                    judge.in_flight += 1
+                    judge.most_in_flight = max(judge.most_in_flight, judge.in_flight)
+                try:
+                    reply = judge.blocked_reply if "anti-bot" in question else judge.script(question)
+                    if isinstance(reply, tuple):
+                        _, seconds, reply = reply
+                        time.sleep(seconds)
+                    if isinstance(reply, int):
+                        self.send_response(reply)
+                        self.end_headers()
+                        return
+                    data = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply}}]}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                finally:
+                    with judge.lock:
+                        judge.in_flight -= 1
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def endpoint():
+    server = FakeJudge()
+    yield server
+    server.close()
+
+
+def make_judge(endpoint, **overrides) -> LLMJudge:
+    settings = dict(base_url=endpoint.url, model="judge", timeout_s=5.0, retries=2, backoff_s=0.01)
+    return LLMJudge(JudgeSettings(**{**settings, **overrides}))
+
+
+def judge(endpoint, task=TASK, answer=ANSWER, screenshots=(PNG, PNG), **overrides):
+    return asyncio.run(make_judge(endpoint, **overrides).judge(task, answer, list(screenshots)))
+
+
+def says(rules: dict, default="VERDICT: YES"):
+    """Reply by the first rule whose key is in the question."""
+    return lambda question: next((reply for key, reply in rules.items() if key in question), default)
+
+
+def test_every_check_passing_scores_1_in_pipeline_order(endpoint):
+    result = judge(endpoint, task=Task(**{**TASK.__dict__, "definite_answer": "$24.50, Acme"}))
+    assert (result.reward, result.fact_results, result.blocked) == (1.0, [True, True], False)
+    kinds = ["anti-bot", "every factual claim", "Required fact: price", "Required fact: sold", "Reference answer"]
+    assert len(endpoint.questions) == len(kinds)
+    assert all(kind in question for kind, question in zip(kinds, endpoint.questions))
+    assert endpoint.images[0] == ["data:image/png;base64,"]          # the blocked check sees the last screenshot
+    assert endpoint.images[1] == ["data:image/png;base64,"] * 2      # the others see all of them
+
+
+def test_a_failed_fact_stops_the_checks(endpoint):
+    endpoint.script = says({"Required fact: price": "The price shown is $26.\nVERDICT: NO"})
+    result = judge(endpoint)
+    assert (result.reward, result.fact_results) == (0.0, [False, False])
+    assert not any("Required fact: sold" in q for q in endpoint.questions)   # early exit
+
+
+def test_ungrounded_answers_and_wrong_reference_answers_score_0(endpoint):
+    endpoint.script = says({"every factual claim": "VERDICT: NO"})
+    assert judge(endpoint).reward == 0.0
+    endpoint.script = says({"Reference answer": "Different seller.\nVERDICT: NO"})
+    assert judge(endpoint, task=Task(**{**TASK.__dict__, "definite_answer": "$24.50, Bolt"})).reward == 0.0
+
+
+def test_a_blocked_site_is_flagged_not_scored(endpoint):
+    endpoint.blocked_reply = "A CAPTCHA page.\nVERDICT: YES"
+    result = judge(endpoint)
+    assert result.blocked and result.reward is None
+    assert len(endpoint.questions) == 1
+
+
+def test_server_errors_are_retried_a_bounded_number_of_times(endpoint):
+    failures = iter([500, 503])
+    endpoint.script = lambda question: next(failures, "VERDICT: YES")
+    assert judge(endpoint).reward == 1.0                  # two failures, then answers
+    endpoint.questions.clear()
+    endpoint.script = lambda question: 500
+    result = judge(endpoint, retries=2)
+    assert result.reward is None and "judge unavailable" in result.note and "HTTP 500" in result.note
+    assert len(endpoint.questions) == 1 + 3               # blocked check, then 1 + 2 retries: unknown, never 0
+
+
+@pytest.mark.parametrize("reply", ["I think it is fine.", "VERDICT: YES ... on reflection VERDICT: NO", ""])
+def test_unreadable_verdicts_become_unknown(endpoint, reply):
+    endpoint.script = lambda question: reply
+    result = judge(endpoint, retries=1)
+    assert result.reward is None and "no single verdict" in result.note
+    assert len(endpoint.questions) == 1 + 2
+
+
+def test_a_slow_endpoint_times_out_into_unknown(endpoint):
+    endpoint.script = lambda question: ("slow", 1.0, "VERDICT: YES")
+    started = time.perf_counter()
+    result = judge(endpoint, timeout_s=0.2, retries=1)
+    assert result.reward is None and "timed out" in result.note.lower()
+    assert time.perf_counter() - started < 2.5
+
+
+def test_a_configuration_error_is_not_retried(endpoint):
+    endpoint.script = lambda question: 401
+    result = judge(endpoint, retries=3)
+    assert result.reward is None and "HTTP 401" in result.note
+    assert len(endpoint.questions) == 1 + 1
+
+
+@pytest.mark.parametrize("answer", [":", "Thought process:", "  Answer: ", "...", "",
+                                    "$21.50, $22.50, $23.50, $24.50, $25.50 from Acme, Bolt or Crane"])
+def test_known_exploits_score_0_even_against_a_judge_that_says_yes(endpoint, answer):
+    result = judge(endpoint, answer=answer)      # the endpoint says YES to everything
+    assert result.reward == 0.0
+    assert endpoint.questions == []             # decided before any LLM call
+
+
+def test_screenshot_selection_keeps_the_relevant_ones(endpoint):
+    marks = iter(["VERDICT: YES", "VERDICT: NO", "VERDICT: YES"])   # per screenshot, in order
+    endpoint.script = lambda q: next(marks) if "Does this screenshot show" in q else "VERDICT: YES"
+    result = judge(endpoint, screenshots=(PNG, PNG, PNG), select_screenshots=True)
+    assert result.reward == 1.0
+    grounded = endpoint.questions.index(next(q for q in endpoint.questions if "every factual claim" in q))
+    assert len(endpoint.images[grounded]) == 2
+
+
+def test_requests_in_flight_stay_within_the_concurrency_bound(endpoint):
+    endpoint.script = lambda question: ("slow", 0.05, "VERDICT: YES")
+    llm = make_judge(endpoint, concurrency=2)
+
+    async def many():
+        return await asyncio.gather(*[llm.judge(TASK, ANSWER, [PNG]) for _ in range(6)])
+
+    assert [r.reward for r in asyncio.run(many())] == [1.0] * 6
+    assert endpoint.most_in_flight == 2
+
+
+def test_a_missing_api_key_variable_is_a_clear_error(endpoint, monkeypatch):
+    monkeypatch.delenv("AWR_TEST_JUDGE_KEY", raising=False)
+    with pytest.raises(ValueError, match="AWR_TEST_JUDGE_KEY"):
+        make_judge(endpoint, api_key_env="AWR_TEST_JUDGE_KEY")
