@@ -14,6 +14,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from asyncwebrl.records import Trajectory
+from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize, write_eval
@@ -61,7 +62,7 @@ def run_episodes(config, tasks, web: LocalWeb, phase: str) -> tuple[list[Traject
     engine = getattr(policy, "engine", None)
     with engine if engine is not None else contextlib.nullcontext():
         return asyncio.run(run_tasks(
-            tasks, policy, web, episode_settings(config, phase), store=store, **pool_arguments(config)))
+            tasks, policy, LocalEnvironment(web), episode_settings(config, phase), store=store, **pool_arguments(config)))
 
 
 def evaluate(config, workdir: str) -> dict:

@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from playwright.async_api import async_playwright  # noqa: E402
 
+from asyncwebrl.rollout.environment import LocalEnvironment  # noqa: E402
 from asyncwebrl.rollout.browser import launch_browser  # noqa: E402
 from asyncwebrl.rollout.episode import EpisodeSettings  # noqa: E402
 from asyncwebrl.rollout.page import _SCAN_JS  # noqa: E402
@@ -82,7 +83,7 @@ def main() -> None:
         for interaction in ("coordinates", "set_of_marks"):
             for concurrency in map(int, args.concurrency.split(",")):
                 trajectories, wall = asyncio.run(run_tasks(
-                    tasks, OraclePolicy(web.session), web, EpisodeSettings(interaction=interaction),
+                    tasks, OraclePolicy(web.session), LocalEnvironment(web), EpisodeSettings(interaction=interaction),
                     concurrency=concurrency, progress=None))
                 summary = summarize(trajectories, wall)
                 steps = [s for t in trajectories for s in t.steps]

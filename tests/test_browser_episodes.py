@@ -49,7 +49,7 @@ def test_oracle_solves_every_task_kind_on_every_variant_in_both_modes(web):
     failures = []
     for mode in ("set_of_marks", "coordinates"):
         tasks = [t for t, m in cases if m == mode]
-        trajectories, _ = asyncio.run(run_tasks(tasks, OraclePolicy(web.session), web,
+        trajectories, _ = asyncio.run(run_tasks(tasks, OraclePolicy(web.session), LocalEnvironment(web),
                                                 EpisodeSettings(interaction=mode, phase="train"), progress=None))
         assert len(trajectories) == len(tasks)
         for t in trajectories:
@@ -60,7 +60,7 @@ def test_oracle_solves_every_task_kind_on_every_variant_in_both_modes(web):
 
 def test_random_policy_rarely_succeeds(web):
     tasks = select_balanced(generate_tasks("test", 1), 12, seed=1)
-    trajectories, wall = asyncio.run(run_tasks(tasks, RandomPolicy(seed=0), web,
+    trajectories, wall = asyncio.run(run_tasks(tasks, RandomPolicy(seed=0), LocalEnvironment(web),
                                                EpisodeSettings(interaction="coordinates", phase="train"), progress=None))
     summary = summarize(trajectories, wall)
     assert summary["crashed"] == 0

@@ -5,12 +5,21 @@ import asyncio
 import json
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from asyncwebrl.records import Task
+from asyncwebrl.rollout.episode import EpisodeSettings
+from asyncwebrl.rollout.policies import Reply
+from asyncwebrl.rollout.response import format_response
+from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.runtime.evaluate import run_tasks, summarize
 from asyncwebrl.tasks.judge import JudgeSettings, LLMJudge
+from asyncwebrl.tasks.webgym import WebGymEnvironment, load_webgym
+from asyncwebrl.web.server import LocalWeb
+from asyncwebrl.web.tasks import generate_tasks
 
 PNG = b"\x89PNG\r\n\x1a\n fake screenshot bytes"
 TASK = Task(task_id="t1", task_name="Find the price and the seller of the blue kettle", website="https://shop.example",
@@ -192,3 +201,69 @@ def test_a_missing_api_key_variable_is_a_clear_error(endpoint, monkeypatch):
     monkeypatch.delenv("AWR_TEST_JUDGE_KEY", raising=False)
     with pytest.raises(ValueError, match="AWR_TEST_JUDGE_KEY"):
         make_judge(endpoint, api_key_env="AWR_TEST_JUDGE_KEY")
+
+
+# ---------------------------------------------------------------- eval on a WebGym-format file
+
+class Answers:
+    """A policy that looks at one page, then answers with the task's scripted text."""
+
+    def __init__(self, answers: dict):
+        self.answers = answers
+
+    def begin(self, task, *, interaction, episode_id):
+        answer = self.answers[task.task_id]
+
+        class Agent:
+            async def act(self, observation, steps):
+                return Reply(format_response({}, {}, "x", "Answer.", {"action": "answer", "text": answer}))
+
+        return Agent()
+
+
+def test_eval_of_a_webgym_file_on_locally_served_sites_with_the_loopback_judge(endpoint, tmp_path):
+    """WebGym rows whose sites are the local server (allowed by host:port), run in the
+    browser pool and scored by the LLM judge: a supported answer, a refuted fact, a
+    judge outage (unknown, not 0), a blocked site, and a stuffed answer (0, no LLM call)."""
+    with LocalWeb() as web:
+        start = web.browser_url(generate_tasks("test", 1)[0].website)
+        rows = [{"task_id": name, "task_name": f"Find the opening hours ({name})", "website": start,
+                 "evaluator_reference": ["opens at 9:00"], "difficulty": 1}
+                for name in ("good", "refuted", "outage", "blocked", "stuffed")]
+        path = tmp_path / "webgym.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        tasks, report = load_webgym(str(path))
+        answers = {"good": "It opens at 9:00.", "refuted": "It opens at 8:00 (refuted).", "outage": "9:00 (outage)",
+                   "blocked": "9:00 (blocked)", "stuffed": "7:00, 8:00, 9:00, 10:00 or 11:00"}
+
+        def script(question):
+            if "(outage)" in question:
+                return 503
+            return "VERDICT: NO" if "(refuted)" in question and "Required fact" in question else "VERDICT: YES"
+
+        endpoint.script = script
+        endpoint.blocked_reply = "VERDICT: NO"
+        store = ScreenshotStore()
+        judge = make_judge(endpoint, retries=1)
+        environment = WebGymEnvironment(judge, store, allow_hosts=[urllib.parse.urlsplit(web.origin).netloc])
+        original = judge.judge
+
+        async def judge_with_blocked_page(task, answer, screenshots):   # one site "shows" a CAPTCHA
+            endpoint.blocked_reply = "A CAPTCHA.\nVERDICT: YES" if task.task_id == "blocked" else "VERDICT: NO"
+            return await original(task, answer, screenshots)
+
+        judge.judge = judge_with_blocked_page
+        trajectories, _ = asyncio.run(run_tasks(tasks, Answers(answers), environment,
+                                                EpisodeSettings(interaction="coordinates", phase="test"),
+                                                store=store, concurrency=1, progress=None))
+    by_id = {t.task.task_id: t for t in trajectories}
+    assert report.kept == 5 and all(t.steps for t in trajectories)
+    assert by_id["good"].reward == 1.0 and by_id["good"].outcome == "answered"
+    assert by_id["refuted"].reward == 0.0
+    assert by_id["outage"].reward is None and "judge unavailable" in by_id["outage"].judge_note
+    assert by_id["blocked"].outcome == "blocked" and by_id["blocked"].reward is None
+    assert by_id["stuffed"].reward == 0.0 and "time values" in by_id["stuffed"].judge_note
+    summary = summarize(trajectories, 1.0)
+    assert (summary["episodes"], summary["blocked"], summary["unknown_reward"]) == (3, 1, 1)
+    assert summary["success_rate"] == pytest.approx(1 / 3, abs=1e-3)   # success over the 3 scored episodes
+    assert store.stats.entries == 0

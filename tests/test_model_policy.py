@@ -10,6 +10,7 @@ from flax import nnx
 
 from asyncwebrl.model import Qwen3VL, preset
 from asyncwebrl.model.tokenizer import Processor
+from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore
@@ -36,7 +37,7 @@ def test_model_policy_episode_records_tokens_logprobs_and_versions(web):
     policy = ModelPolicy(engine, processor, store, PromptBuilder("set_of_marks"), max_new_tokens=24)
     task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)  # easy: 10 steps at most
     with engine:
-        (trajectory,), _ = asyncio.run(run_tasks([task], policy, web, EpisodeSettings(interaction="set_of_marks",
+        (trajectory,), _ = asyncio.run(run_tasks([task], policy, LocalEnvironment(web), EpisodeSettings(interaction="set_of_marks",
                                                                                        phase="train"),
                                                  store=store, concurrency=1, progress=None))
     assert trajectory.outcome in ("answered", "limit") and trajectory.reward is not None
@@ -67,7 +68,7 @@ def test_teacher_demonstrations_become_training_rows_in_the_model_format(web):
     processor, store = Processor.embedded(), ScreenshotStore()
     teacher = TeacherPolicy(OraclePolicy(web.session), processor, store, PromptBuilder("set_of_marks"))
     task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)
-    (trajectory,), _ = asyncio.run(run_tasks([task], teacher, web, EpisodeSettings(interaction="set_of_marks",
+    (trajectory,), _ = asyncio.run(run_tasks([task], teacher, LocalEnvironment(web), EpisodeSettings(interaction="set_of_marks",
                                                                                     phase="train"),
                                              store=store, concurrency=1, progress=None, free_screenshots=False))
     assert trajectory.success and len(trajectory.steps) >= 2

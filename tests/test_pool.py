@@ -78,7 +78,7 @@ class HostileEnvironment:
     def episode_site(self, task: Task, episode_id: str) -> EpisodeSite:
         return EpisodeSite(start_url=task.website, sandbox=Sandbox(self.policy))
 
-    async def judge(self, task, answer, episode_id):
+    async def judge(self, task, answer, episode_id, screenshot_keys=()):
         return Judgement(1.0 if answer == "ok" else 0.0, [answer == "ok"])
 
     def finish(self, episode_id):

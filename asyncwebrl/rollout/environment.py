@@ -1,4 +1,5 @@
-"""Where tasks run and how they are judged: the local web (this file), WebGym sites later.
+"""Where tasks run and how they are judged: the local web (this file); WebGym sites in
+asyncwebrl/tasks/webgym.py.
 
 An environment prepares each episode's site (start URL, sandbox, cookies), judges a
 finished episode and cleans up after it. The browser pool runs episodes in any of them.
@@ -32,8 +33,9 @@ class LocalEnvironment:
             shown_url=self.web.logical_url,
         )
 
-    async def judge(self, task: Task, answer: str, episode_id: str) -> Judgement:
+    async def judge(self, task: Task, answer: str, episode_id: str, screenshot_keys=()) -> Judgement:
         # Pure Python over a few strings and dicts: cheap enough to run on the event loop.
+        # (The rubric is checked against the answer and server state; screenshots are not needed.)
         return judge_local_episode(self.web, task, answer, episode_id)
 
     def finish(self, episode_id: str) -> None:

@@ -161,9 +161,12 @@ class BrowserPool:
             trajectory = await run_episode(browser, task, agent, site=site, store=self.store, settings=self.settings,
                                            episode_id=episode_id, group_id=group_id)
             if trajectory.outcome != "crashed":  # (a context that would not close is still judged)
-                judgement = await self.environment.judge(task, trajectory.answer, episode_id)
+                judgement = await self.environment.judge(task, trajectory.answer, episode_id,
+                                                         trajectory.screenshot_keys())
                 trajectory.reward, trajectory.fact_results, trajectory.judge_note = (
                     judgement.reward, judgement.fact_results, judgement.note)
+                if judgement.blocked:   # an anti-bot page: counted apart, never scored
+                    trajectory.outcome, trajectory.reward = "blocked", None
             if trajectory.outcome == "crashed" or trajectory.error:
                 self.stats.crashed += trajectory.outcome == "crashed"
                 # Don't trust this browser with another episode (unless already replaced).

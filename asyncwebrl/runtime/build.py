@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import logging
 
+import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax.sharding import Mesh
 
 from asyncwebrl.learner.learner import Learner, LearnerSettings
 from asyncwebrl.learner.packing import PackingShape
 from asyncwebrl.learner.train import LossSettings, OptimizerSettings
 from asyncwebrl.model import Qwen3VL, load_pretrained, preset
 from asyncwebrl.model.tokenizer import Processor
+from asyncwebrl.parallel import make_mesh
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.model_policy import ModelPolicy
 from asyncwebrl.runtime.settings import prompt_builder
@@ -49,13 +52,43 @@ def restore_trained(config, model: nnx.Module) -> nnx.Module:
     return learner.model()
 
 
+def device_meshes(config) -> tuple[Mesh, Mesh]:
+    """(sampler mesh, learner mesh) of config.devices (DESIGN.md §5).
+
+    devices.count: how many devices the run uses, the first ones (-1: all).
+    devices.sampler: of those, the first N serve the sampler and the rest the learner;
+    0 = both use every one (and with a single device they always share it). The learner's mesh is
+    config.mesh (data x fsdp x tensor, one axis may be -1 = fill); the sampler keeps its
+    weights tensor-parallel over its devices."""
+    d = config.devices
+    available = jax.devices()
+    count = len(available) if d.count == -1 else d.count
+    if not 1 <= count <= len(available):
+        raise ValueError(f"devices.count = {d.count}, but {len(available)} devices are available")
+    used = available[:count]
+    if d.sampler == 0 or count == 1:
+        sampler, learner = used, used
+    elif 0 < d.sampler < count:
+        sampler, learner = used[:d.sampler], used[d.sampler:]
+    else:
+        raise ValueError(f"devices.sampler = {d.sampler}: give the sampler 1 to {count - 1} of the {count} devices, "
+                         "or 0 to share them all with the learner")
+    if config.model.attention == "pallas" and max(len(sampler), len(learner)) > 1:
+        raise ValueError(f"model.attention = 'pallas' runs on single-device meshes for now (the kernels are not yet "
+                         f"wrapped in shard_map); the sampler has {len(sampler)} devices and the learner "
+                         f"{len(learner)}: use one device per role (e.g. devices.count=2, devices.sampler=1) "
+                         "or model.attention='xla'")
+    m = config.mesh
+    return make_mesh({"tensor": -1}, sampler), make_mesh({"data": m.data, "fsdp": m.fsdp, "tensor": m.tensor}, learner)
+
+
 def make_engine(config, model: nnx.Module, processor: Processor, temperature: float, version: int = 0) -> Engine:
     s = config.sampler
     settings = EngineSettings(
         slots=s.slots, capacity=s.capacity, prompt_buckets=tuple(s.prompt_buckets), max_images=s.max_images,
         patches_per_image=s.patches_per_image, sampling=SamplingSettings(temperature=temperature),
         stop_token_ids=(processor.special.eos,), seed=config.seed)
-    return Engine(model, settings, version=version)
+    return Engine(model, settings, mesh=device_meshes(config)[0], version=version)
 
 
 def make_model_policy(config, engine: Engine, processor: Processor, store: ScreenshotStore) -> ModelPolicy:
@@ -75,7 +108,7 @@ def make_learner(config, model: nnx.Module, mode: str) -> Learner:
                                       max_grad_norm=opt.max_grad_norm, total_steps=max(config.sft.steps, 1),
                                       final_lr_fraction=opt.final_lr_fraction)
         return Learner(model, LearnerSettings(packing=packing, loss=LossSettings(mode="sft"), optimizer=optimizer,
-                                              seed=config.seed))
+                                              seed=config.seed), mesh=device_meshes(config)[1])
     optimizer = OptimizerSettings(
         learning_rate=opt.learning_rate, weight_decay=opt.weight_decay, b1=opt.b1, b2=opt.b2,
         max_grad_norm=opt.max_grad_norm, warmup_steps=opt.warmup_steps,
@@ -83,4 +116,4 @@ def make_learner(config, model: nnx.Module, mode: str) -> Learner:
     settings = LossSettings(mode="rl", decoupled=loss.decoupled, eps=loss.eps, eps_high=loss.eps_high,
                             dual_clip=loss.dual_clip, behave_cap=loss.behave_cap, temperature=config.rl.temperature)
     return Learner(model, LearnerSettings(packing=packing, loss=settings, optimizer=optimizer, epochs=p.epochs,
-                                          minibatches=p.minibatches, seed=config.seed))
+                                          minibatches=p.minibatches, seed=config.seed), mesh=device_meshes(config)[1])

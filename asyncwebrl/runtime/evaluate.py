@@ -16,20 +16,18 @@ import sys
 import time
 
 from asyncwebrl.records import LEVELS, Task, Trajectory
-from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import Policy
 from asyncwebrl.rollout.pool import BrowserPool
 from asyncwebrl.rollout.screenshots import ScreenshotStore
-from asyncwebrl.web.server import LocalWeb
 
 
-async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: EpisodeSettings, *,
+async def run_tasks(tasks: list[Task], policy: Policy, environment, settings: EpisodeSettings, *,
                     concurrency: int = 4, pages_per_browser: int = 4, recycle_after: int = 200,
                     executable_path: str = "", store: ScreenshotStore | None = None, free_screenshots: bool = True,
                     progress=sys.stderr, label: str = "eval") -> tuple[list[Trajectory], float]:
-    """One episode per task on the browser pool; returns the trajectories (in task order)
-    and wall seconds. Screenshots are freed as soon as an episode is judged, unless
+    """One episode per task on the browser pool, in `environment` (LocalEnvironment(web),
+    or WebGymEnvironment); returns the trajectories (in task order) and wall seconds. Screenshots are freed as soon as an episode is judged, unless
     free_screenshots is False (the caller then frees them). Pass `store` when the policy
     reads screenshots too (the model policy does)."""
     started = time.perf_counter()
@@ -37,7 +35,6 @@ async def run_tasks(tasks: list[Task], policy: Policy, web: LocalWeb, settings: 
     interactive = bool(progress) and progress.isatty()  # a live line on a terminal, every 10% in logs
     store = store if store is not None else ScreenshotStore()
     results: list[Trajectory | None] = [None] * len(tasks)
-    environment = LocalEnvironment(web)
     pool = BrowserPool(environment, store=store, settings=settings,
                        workers=-(-concurrency // pages_per_browser), pages_per_browser=min(concurrency, pages_per_browser),
                        recycle_after=recycle_after, executable_path=executable_path)

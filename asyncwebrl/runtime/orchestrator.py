@@ -55,8 +55,12 @@ class PoolSettings:
 class Orchestrator:
     def __init__(self, *, learner: Learner, engine: Engine, policy, environment, store: ScreenshotStore,
                  processor: Processor, buffer: GroupBuffer, episode: EpisodeSettings, pool: PoolSettings,
-                 settings: RLSettings, on_update=lambda update, measurements, groups: None):
+                 settings: RLSettings, on_update=lambda update, measurements, groups: None, make_pool=None):
+        """make_pool: a callable returning the episode pool (an async context manager with
+        `run(task, policy, episode_id=, group_id=)`); by default a BrowserPool on
+        `environment`. The end-to-end benchmark passes a browser-free one."""
         self.learner, self.engine, self.policy, self.environment = learner, engine, policy, environment
+        self._make_pool = make_pool or self._browser_pool
         self.store, self.processor, self.buffer = store, processor, buffer
         self.episode, self.pool_settings, self.settings = episode, pool, settings
         self.on_update = on_update
@@ -139,7 +143,7 @@ class Orchestrator:
             except RuntimeError:   # the loop already closed
                 pass
 
-    def _new_pool(self) -> BrowserPool:
+    def _browser_pool(self) -> BrowserPool:
         p = self.pool_settings
         return BrowserPool(self.environment, store=self.store, settings=self.episode,
                            workers=-(-p.concurrency // p.pages_per_browser),
@@ -149,7 +153,7 @@ class Orchestrator:
     async def _collect(self) -> None:
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
         episodes: set[asyncio.Task] = set()
-        pool = self._new_pool()
+        pool = self._make_pool()
         round_version = self.buffer.version
         await pool.__aenter__()
         try:
@@ -157,7 +161,7 @@ class Orchestrator:
                 if (self.settings.relaunch_browsers_each_round and self.buffer.version != round_version
                         and not episodes):   # a new synchronous round: fresh browsers, as WebGym does
                     await pool.__aexit__(None, None, None)
-                    pool = self._new_pool()
+                    pool = self._make_pool()
                     await pool.__aenter__()
                     round_version = self.buffer.version
                 while (group := self.buffer.admit()) is not None:
@@ -176,7 +180,7 @@ class Orchestrator:
             await asyncio.gather(*episodes, return_exceptions=True)
             await pool.__aexit__(None, None, None)
 
-    async def _episode(self, pool: BrowserPool, group: Group, member: int) -> None:
+    async def _episode(self, pool, group: Group, member: int) -> None:
         episode_id = f"{group.group_id}-{member}"
         try:
             trajectory = await pool.run(group.task, self.policy, episode_id=episode_id, group_id=group.group_id)

@@ -84,7 +84,8 @@ def warm_start(config, run: RunDirectory, web: LocalWeb, processor, model, tasks
     store = ScreenshotStore()
     demo_tasks = random.Random(config.seed).sample(tasks, min(config.sft.demo_tasks, len(tasks)))
     teacher = TeacherPolicy(OraclePolicy(web.session), processor, store, prompt_builder(config))
-    demos, seconds = asyncio.run(run_tasks(demo_tasks, teacher, web, episode_settings(config, "train"), store=store,
+    demos, seconds = asyncio.run(run_tasks(demo_tasks, teacher, LocalEnvironment(web), episode_settings(config, "train"),
+                                           store=store,
                                            free_screenshots=False, label="demonstrations",
                                            **pool_arguments(config)))
     solved = [t for t in demos if t.success]
@@ -118,7 +119,8 @@ def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], l
     store = ScreenshotStore()
     with make_engine(config, model, processor, config.eval.temperature) as engine:
         policy = make_model_policy(config, engine, processor, store)
-        trajectories, seconds = asyncio.run(run_tasks(tasks, policy, web, episode_settings(config, "test"), store=store,
+        trajectories, seconds = asyncio.run(run_tasks(tasks, policy, LocalEnvironment(web), episode_settings(config, "test"),
+                                                      store=store,
                                                       **pool_arguments(config)))
     summary = summarize(trajectories, seconds)
     print(f"[eval] {label}:\n{format_table(summary)}", flush=True)
@@ -156,15 +158,9 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None) 
 def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStore, learner, processor,
              train_tasks: list[Task], runtime: dict) -> int:
     """Asynchronous GRPO until config.train.max_updates; returns the updates done."""
-    rl = config.rl
     store = ScreenshotStore()
     counts = GroupCounts(**runtime["counts"])
-    buffer = GroupBuffer(group_size=rl.group_size, groups_per_batch=rl.groups_per_batch, eta=rl.eta,
-                         max_running=rl.max_running_groups,
-                         sampler=TaskSampler(train_tasks, config.seed, position=runtime["task_position"]),
-                         release=store.free, version=learner.version, counts=counts,
-                         dynamic_sampling=rl.dynamic_sampling)
-    engine = make_engine(config, learner.model(), processor, rl.temperature, version=learner.version)
+    engine = make_engine(config, learner.model(), processor, config.rl.temperature, version=learner.version)
     started, updates_at_start = time.monotonic(), runtime["updates"]
     episodes_at_start = counts.episodes
     progress = Progress(config.train.max_updates)
@@ -179,7 +175,7 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
         wall = time.monotonic() - started
         snapshot = buffer.snapshot()
         members = [t for g in groups for t in g.members]
-        sampler_seconds = engine.stats["decode_seconds"] + engine.stats["prefill_seconds"]
+        sampler_seconds = engine.busy_seconds()
         record = {
             "phase": "rl", "update": update, "version": measured["version"], "episodes": snapshot["episodes"],
             "success_rate": float(np.mean([t.success for t in members])),
@@ -206,15 +202,11 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
         if update % config.train.checkpoint_every == 0 or update == config.train.max_updates:
             checkpoint(update)
 
-    orchestrator = Orchestrator(
-        learner=learner, engine=engine, policy=make_model_policy(config, engine, processor, store),
-        environment=LocalEnvironment(web), store=store, processor=processor, buffer=buffer,
-        episode=episode_settings(config, "train"),
-        pool=PoolSettings(**pool_arguments(config)),
-        settings=RLSettings(max_updates=config.train.max_updates, kind=config.loss.kind,
-                            normalizer=config.loss.normalizer, k=config.loss.k,
-                            relaunch_browsers_each_round=rl.relaunch_browsers_each_round),
-        on_update=on_update)
+    orchestrator = make_orchestrator(
+        config, learner=learner, engine=engine, policy=make_model_policy(config, engine, processor, store),
+        environment=LocalEnvironment(web), store=store, processor=processor, tasks=train_tasks,
+        task_position=runtime["task_position"], counts=counts, on_update=on_update)
+    buffer = orchestrator.buffer
 
     def on_signal(signum, frame):
         if orchestrator.stopping and signum == signal.SIGINT:
@@ -234,6 +226,26 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
         checkpoint(updates)   # stopped between periodic checkpoints (SIGTERM)
     checkpoints.wait()
     return updates
+
+
+def make_orchestrator(config, *, learner, engine, policy, environment, store: ScreenshotStore, processor,
+                      tasks: list[Task], task_position: int = 0, counts: GroupCounts | None = None,
+                      on_update=lambda update, measured, groups: None, make_pool=None) -> Orchestrator:
+    """The asynchronous trainer of config.rl / config.loss, with its group buffer
+    (orchestrator.buffer) drawing from `tasks`; a synchronous one when config.rl.eta = 0."""
+    rl = config.rl
+    buffer = GroupBuffer(group_size=rl.group_size, groups_per_batch=rl.groups_per_batch, eta=rl.eta,
+                         max_running=rl.max_running_groups,
+                         sampler=TaskSampler(tasks, config.seed, position=task_position),
+                         release=store.free, version=learner.version, counts=counts or GroupCounts(),
+                         dynamic_sampling=rl.dynamic_sampling)
+    return Orchestrator(
+        learner=learner, engine=engine, policy=policy, environment=environment, store=store, processor=processor,
+        buffer=buffer, episode=episode_settings(config, "train"), pool=PoolSettings(**pool_arguments(config)),
+        settings=RLSettings(max_updates=config.train.max_updates, kind=config.loss.kind,
+                            normalizer=config.loss.normalizer, k=config.loss.k,
+                            relaunch_browsers_each_round=rl.relaunch_browsers_each_round),
+        on_update=on_update, make_pool=make_pool)
 
 
 def _rounded(value, digits: int) -> float | None:

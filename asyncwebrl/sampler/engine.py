@@ -224,6 +224,11 @@ class Engine:
         jax.block_until_ready(self._cache)
         self.stats.clear()
 
+    def busy_seconds(self) -> float:
+        """Seconds this engine spent computing (prefill, image encoding, decode) since its
+        stats were last cleared: its busy share of the device, over a wall-clock span."""
+        return self.stats["prefill_seconds"] + self.stats["vision_seconds"] + self.stats["decode_seconds"]
+
     def compilations(self) -> dict[str, int]:
         """How many shapes each jitted function has compiled (steady state: constant)."""
         return {name: fn._cache_size() for name, fn in

@@ -12,6 +12,9 @@ normalised here and nowhere else:
   - website: "https://" is added when the row names a bare host.
 A row that cannot be read raises ValueError naming the file and line; rows are never
 dropped silently (blank lines and rows outside `levels` are counted in the report).
+
+WebGymEnvironment runs such tasks on their own sites in the browser pool and scores them
+with the LLM judge (asyncwebrl/tasks/judge.py) from the episode's screenshots.
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ import dataclasses
 import json
 
 from asyncwebrl.records import LEVELS, Task
+from asyncwebrl.rollout.episode import EpisodeSite
+from asyncwebrl.rollout.sandbox import Sandbox, UrlPolicy
+from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.web.evaluator import Judgement
 
 REQUIRED = ("task_id", "task_name", "website")
 
@@ -122,3 +129,29 @@ def load_webgym(path: str, *, levels=LEVELS) -> tuple[list[Task], LoadReport]:
             report.kept += 1
             report.by_level[task.level] += 1
     return tasks, report
+
+
+class WebGymEnvironment:
+    """WebGym tasks on their own sites. The agent may navigate within the task's site
+    (host and subdomains); loopback and private addresses stay blocked unless named in
+    `allow_hosts` (HOST or HOST:PORT: an intranet mirror, a loopback test site). The
+    judge is anything with `async judge(task, answer, screenshots)`, e.g. an LLMJudge."""
+
+    def __init__(self, judge, store: ScreenshotStore, allow_hosts: list[str] = ()):
+        self.judge_client = judge
+        self.store = store
+        self.allow_hosts = list(allow_hosts)
+        self.policy = UrlPolicy([], self.allow_hosts)   # holds the run-wide count of blocks
+
+    def episode_site(self, task: Task, episode_id: str) -> EpisodeSite:
+        policy = UrlPolicy([task.website], self.allow_hosts)
+        policy.blocked = self.policy.blocked   # every episode counts into the run's tally
+        sandbox = Sandbox(policy)
+        return EpisodeSite(start_url=sandbox.resolve(task.website), sandbox=sandbox)
+
+    async def judge(self, task: Task, answer: str, episode_id: str, screenshot_keys=()) -> Judgement:
+        screenshots = [self.store.get(key) for key in screenshot_keys]
+        return await self.judge_client.judge(task, answer, screenshots)
+
+    def finish(self, episode_id: str) -> None:
+        pass
