@@ -105,6 +105,17 @@ def get_config() -> config_dict.ConfigDict:
     config.optimizer.warmup_steps = 0
     config.optimizer.final_lr_fraction = 0.1
 
+    # Devices (DESIGN.md §5): the first `count` (-1 = all); of those the first `sampler`
+    # serve the sampler and the rest the learner (0 = both share every one). The learner's
+    # mesh axes: data x fsdp x tensor over its devices, one may be -1 (fill).
+    config.devices = config_dict.ConfigDict()
+    config.devices.count = 1  # the embedded default: one CPU device
+    config.devices.sampler = 0
+    config.mesh = config_dict.ConfigDict()
+    config.mesh.data = 1
+    config.mesh.fsdp = -1
+    config.mesh.tensor = 1
+
     config.learner = config_dict.ConfigDict()
     config.learner.row_length = 4096  # tokens per packed row: >= sampler.capacity (any step fits)
     config.learner.rows_per_microbatch = 1

@@ -8,7 +8,7 @@ Ablations are config arguments, e.g. --config.loss.normalizer=traj, --config.los
 --config.loss.kind=raft, --config.agent.memory=compressive,
 --config.agent.train_step_limits=(20,40,60).
 Still missing (open issues): the WebGym task loader and the LLM judge (tasks.source
-"webgym" is refused until then) and separate sampler/learner device groups.
+"webgym" is refused until then), and Pallas kernels on meshes of several devices.
 """
 
 from ml_collections import config_dict
@@ -63,6 +63,11 @@ def get_config():
     config.optimizer.warmup_steps = 30          # ~1.7% of 300 updates x 3 epochs x 2 minibatches
     config.optimizer.final_lr_fraction = 0.1
 
+    # every device of the host; the first serves the sampler, the others the learner (one
+    # device: they share it). Several devices per role need model.attention="xla" until
+    # the Pallas kernels run under shard_map (the scale-out issue).
+    config.devices.count = -1
+    config.devices.sampler = 1
     config.learner.row_length = 16384
     config.learner.rows_per_microbatch = 1
     config.learner.images_per_microbatch = 2

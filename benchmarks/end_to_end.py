@@ -1,0 +1,191 @@
+"""Asynchronous against synchronous RL, end to end: trajectories/hour, busy fractions, staleness.
+
+    .venv/bin/python benchmarks/end_to_end.py --setting cpu --updates 5     # (a) embedded default, real browsers
+    python3 benchmarks/end_to_end.py --setting gpu --updates 8              # (b) one GPU, 2B preset, simulated web
+
+Both variants run in one process, one after the other, with the same model (same seed),
+tasks, pages and hardware; only the trainer differs:
+    async   eta = 2: admission runs ahead of the learner by up to two versions
+    sync    eta = 0: each round collects B groups, then the learner updates while
+            admission waits (add --sync-relaunch for fresh browsers every round, as WebGym)
+
+Setting cpu: configs/default.py (tiny model, CPU, Chromium on the local web), no warm
+start, coordinates mode and shorter prompts so that an update takes about a minute.
+Setting gpu: the 2B preset in bf16 with Pallas attention on the default device, and the
+browser-free web of benchmarks/simulated_web.py (step latencies and episode lengths from
+the local browsers); prompts carry two real 1280x720 screenshots' worth of vision tokens.
+
+Measured between the end of update --skip and the end of the last one (compilation
+and start-up left out): finished episodes per hour, trained trajectories per hour
+(members of the groups the learner consumed), the sampler's and the learner's busy
+shares of wall time (seconds inside engine calls / inside updates), and the staleness
+of every consumed token (mean of the per-update means, and the max).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import json
+import os
+import platform
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+from asyncwebrl.rollout.screenshots import ScreenshotStore  # noqa: E402
+from asyncwebrl.runtime.build import build_model, make_engine, make_learner, make_model_policy  # noqa: E402
+from asyncwebrl.runtime.training import make_orchestrator  # noqa: E402
+from configs import default  # noqa: E402
+
+CPU_OVERRIDES = {
+    "sft.steps": 0, "eval.num_tasks": 0, "agent.interaction": "coordinates", "agent.train_step_limits": (4, 6, 8),
+    "sampler.capacity": 3072, "sampler.prompt_buckets": (1536, 3072), "sampler.max_new_tokens": 32,
+    "learner.row_length": 3072, "rl.group_size": 3, "rl.groups_per_batch": 1, "rl.max_running_groups": 3,
+    "rl.dynamic_sampling": False, "browser.pages": 4, "tasks.train_sites_per_variant": 4,
+}
+GPU_OVERRIDES = {
+    "sft.steps": 0, "eval.num_tasks": 0, "model.preset": "2b", "model.dtype": "bfloat16", "model.attention": "pallas",
+    "sampler.slots": 64, "sampler.capacity": 3072, "sampler.prompt_buckets": (2560, 3072),
+    "sampler.patches_per_image": 3520, "sampler.max_new_tokens": 64, "learner.row_length": 3072,
+    "learner.images_per_microbatch": 2, "rl.group_size": 4, "rl.groups_per_batch": 4, "rl.max_running_groups": 12,
+    "rl.dynamic_sampling": False, "browser.pages": 48,
+}
+VARIANTS = {"async": {"rl.eta": 2}, "sync": {"rl.eta": 0}}
+
+
+def make_config(setting: str, updates: int, variant: dict, extra: dict):
+    config = default.get_config()
+    config.update_from_flattened_dict({**(CPU_OVERRIDES if setting == "cpu" else GPU_OVERRIDES),
+                                       "train.max_updates": updates, **variant, **extra})
+    return config
+
+
+@contextlib.contextmanager
+def episode_side(setting: str, config, engine, processor, store: ScreenshotStore, model_config):
+    """(policy, environment, tasks, make_pool) of a setting: real browsers on the local
+    web, or the simulated web."""
+    if setting == "cpu":
+        from asyncwebrl.rollout.environment import LocalEnvironment
+        from asyncwebrl.web.server import LocalWeb
+        from asyncwebrl.web.tasks import generate_tasks
+
+        with LocalWeb() as web:
+            yield (make_model_policy(config, engine, processor, store), LocalEnvironment(web),
+                   generate_tasks("train", config.tasks.train_sites_per_variant), None)
+        return
+    from benchmarks.simulated_web import EnvironmentModel, SimulatedPool, SyntheticPolicy, synthetic_tasks
+
+    policy = SyntheticPolicy(engine, processor, store, model_config, max_new_tokens=config.sampler.max_new_tokens,
+                             seed=config.seed)
+    environment = EnvironmentModel(step_limits=tuple(config.agent.train_step_limits))
+    yield (policy, None, synthetic_tasks(96),
+           lambda: SimulatedPool(environment, store=store, pages=config.browser.pages, seed=config.seed))
+
+
+def simulated_web_processor(config):
+    """The byte tokenizer (the synthetic prompts are token ids already) with the preset's
+    screenshot processor: 920 vision tokens per 1280x720 screenshot for 2B and 8B."""
+    from asyncwebrl.model import preset
+    from asyncwebrl.model.tokenizer import Processor, byte_tokenizer
+    from benchmarks.workload import screenshot_processor
+
+    return Processor(byte_tokenizer(), screenshot_processor(preset(config.model.preset)))
+
+
+def run_variant(setting: str, config) -> list[dict]:
+    """Train config.train.max_updates updates; one mark per update (cumulative counters)."""
+    model, processor = build_model(config)
+    if setting == "gpu":
+        processor = simulated_web_processor(config)
+    learner = make_learner(config, model, "rl")
+    engine = make_engine(config, learner.model(), processor, config.rl.temperature, version=learner.version)
+    engine.warm_up()   # every prefill bucket and the decode step compile before the clock starts
+    store = ScreenshotStore()
+    marks: list[dict] = []
+    started = time.monotonic()
+
+    def on_update(update: int, measured: dict, groups) -> None:
+        snapshot = orchestrator.buffer.snapshot()
+        marks.append({"update": update, "t": time.monotonic() - started, "episodes": snapshot["episodes"],
+                      "trained": sum(len(g.members) for g in groups), "learner_s": orchestrator.busy["learner_seconds"],
+                      "sampler_s": engine.busy_seconds(), "staleness_mean": measured["staleness_mean"],
+                      "staleness_max": measured["staleness_max"], "update_s": measured["seconds"],
+                      "rejected_stale": snapshot["rejected_stale"], "crashed": snapshot["episodes_crashed"]})
+        print(json.dumps({"variant": variant_name(config), **marks[-1]}), flush=True)
+
+    with episode_side(setting, config, engine, processor, store, model.config) as (policy, environment, tasks, pool):
+        orchestrator = make_orchestrator(config, learner=learner, engine=engine, policy=policy,
+                                         environment=environment, store=store, processor=processor, tasks=tasks,
+                                         on_update=on_update, make_pool=pool)
+        with engine:
+            orchestrator.run()
+    return marks
+
+
+def variant_name(config) -> str:
+    return "async" if config.rl.eta > 0 else "sync"
+
+
+def summarize(marks: list[dict], skip: int) -> dict:
+    first, last = marks[skip - 1], marks[-1]
+    span = last["t"] - first["t"]
+    window = marks[skip:]
+    return {
+        "updates_measured": len(window), "seconds": round(span, 1),
+        "episodes_per_hour": round(3600 * (last["episodes"] - first["episodes"]) / span, 1),
+        "trained_trajectories_per_hour": round(3600 * sum(m["trained"] for m in window) / span, 1),
+        "sampler_busy": round((last["sampler_s"] - first["sampler_s"]) / span, 3),
+        "learner_busy": round((last["learner_s"] - first["learner_s"]) / span, 3),
+        "staleness_mean": round(float(np.mean([m["staleness_mean"] for m in window])), 3),
+        "staleness_max": max(m["staleness_max"] for m in window),
+        "mean_update_s": round(float(np.mean([m["update_s"] for m in window])), 2),
+        "groups_rejected_stale": last["rejected_stale"], "episodes_crashed": last["crashed"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--setting", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--updates", type=int, default=5)
+    parser.add_argument("--skip", type=int, default=1, help="updates left out of the measurement (compilation)")
+    parser.add_argument("--variants", default="sync,async")
+    parser.add_argument("--sync-relaunch", action="store_true", help="sync: fresh browsers every round (cpu)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override for both variants, e.g. --set rl.eta=1 (repeatable)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if not 1 <= args.skip < args.updates:
+        raise SystemExit("--skip must be at least 1 and below --updates")
+    extra = {"seed": args.seed}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        try:
+            extra[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            extra[key] = value
+    results = {}
+    for name in args.variants.split(","):
+        variant = dict(VARIANTS[name])
+        if name == "sync" and args.sync_relaunch:
+            variant["rl.relaunch_browsers_each_round"] = True
+        config = make_config(args.setting, args.updates, variant, extra)
+        results[name] = summarize(run_variant(args.setting, config), args.skip)
+        print(json.dumps({name: results[name]}), flush=True)
+    if {"async", "sync"} <= results.keys():
+        results["async_over_sync_episodes_per_hour"] = round(
+            results["async"]["episodes_per_hour"] / results["sync"]["episodes_per_hour"], 2)
+        results["async_over_sync_trained_per_hour"] = round(
+            results["async"]["trained_trajectories_per_hour"] / results["sync"]["trained_trajectories_per_hour"], 2)
+    print(json.dumps({"setting": args.setting, "updates": args.updates, "skip": args.skip, "seed": args.seed,
+                      "overrides": extra, "backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
+                      "cpu_count": os.cpu_count(), "machine": platform.machine(), "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
