@@ -14,11 +14,11 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from asyncwebrl.records import Trajectory
-from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize, write_eval
-from asyncwebrl.runtime.settings import episode_settings, pool_arguments
+from asyncwebrl.runtime.settings import episode_settings, make_environment, pool_arguments
+from asyncwebrl.tasks.webgym import load_webgym
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks, select_balanced, write_jsonl
 
@@ -29,6 +29,8 @@ _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval"], "What to run.")
 
 def make_policy(config, web: LocalWeb, store: ScreenshotStore):
     if config.policy == "oracle":
+        if config.tasks.source != "local":
+            raise app.UsageError("the oracle only knows the local web's tasks: use --config.policy=model or random")
         return OraclePolicy(web.session)
     if config.policy == "random":
         return RandomPolicy(seed=config.seed)
@@ -44,10 +46,18 @@ def make_policy(config, web: LocalWeb, store: ScreenshotStore):
 
 
 def load_split(config, split: str, workdir: str):
-    if config.tasks.source != "local":
-        raise app.UsageError(f"task source {config.tasks.source!r} is not supported yet (only 'local')")
     if split not in ("train", "test"):
         raise app.UsageError(f"split must be train or test, got {split!r}")
+    if config.tasks.source == "webgym":
+        path = config.tasks.path if split == "train" else config.tasks.test_path
+        if not path:
+            key = "tasks.path" if split == "train" else "tasks.test_path"
+            raise app.UsageError(f"tasks.source=webgym needs --config.{key} (a WebGym JSONL file)")
+        tasks, report = load_webgym(path, levels=tuple(config.tasks.levels))
+        print(report, flush=True)
+        return tasks
+    if config.tasks.source != "local":
+        raise app.UsageError(f"unknown task source {config.tasks.source!r}: local or webgym")
     sites = config.tasks.train_sites_per_variant if split == "train" else config.tasks.test_sites_per_variant
     tasks = generate_tasks(split, sites)
     os.makedirs(os.path.join(workdir, "tasks"), exist_ok=True)
@@ -62,7 +72,8 @@ def run_episodes(config, tasks, web: LocalWeb, phase: str) -> tuple[list[Traject
     engine = getattr(policy, "engine", None)
     with engine if engine is not None else contextlib.nullcontext():
         return asyncio.run(run_tasks(
-            tasks, policy, LocalEnvironment(web), episode_settings(config, phase), store=store, **pool_arguments(config)))
+            tasks, policy, make_environment(config, web, store), episode_settings(config, phase), store=store,
+            **pool_arguments(config)))
 
 
 def evaluate(config, workdir: str) -> dict:

@@ -35,9 +35,25 @@ def get_config() -> config_dict.ConfigDict:
     config.sampler.max_new_tokens = 128  # an oracle response is 250-800 bytes; a tiny model's long ones are cut
 
     config.tasks = config_dict.ConfigDict()
-    config.tasks.source = "local"  # the embedded local web
+    config.tasks.source = "local"  # local (the embedded web) | webgym (task files, LLM judge)
     config.tasks.train_sites_per_variant = 16  # x 4 kinds x 2 train variants, ~18 tasks each
     config.tasks.test_sites_per_variant = 6  # x 4 kinds x 1 test variant
+    config.tasks.path = ""  # webgym: the training task file (JSONL)
+    config.tasks.test_path = ""  # webgym: the test task file (e.g. the OOD split)
+    config.tasks.levels = ("easy", "medium", "hard")  # webgym: difficulty levels kept
+
+    # The LLM rubric judge of webgym tasks: an OpenAI-compatible chat-completions endpoint.
+    config.judge = config_dict.ConfigDict()
+    config.judge.base_url = ""  # e.g. http://judge-host:8000/v1
+    config.judge.model = ""
+    config.judge.api_key_env = ""  # the NAME of the environment variable holding the key
+    config.judge.concurrency = 8
+    config.judge.timeout_s = 60.0
+    config.judge.retries = 3
+    config.judge.select_screenshots = False
+
+    config.sandbox = config_dict.ConfigDict()
+    config.sandbox.allow_hosts = ""  # webgym: HOST:PORT,... reachable even if loopback/private (a mirror)
 
     config.agent = config_dict.ConfigDict()
     config.agent.interaction = "set_of_marks"  # coordinates | set_of_marks

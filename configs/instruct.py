@@ -2,16 +2,14 @@
 asynchronous GRPO with decoupled importance sampling, 1/k (k = 10), eta = 2.
 
     python main.py --config=configs/instruct.py --config.model.path=/ckpt/Qwen3-VL-8B-Instruct \\
-        --config.tasks.path=/data/webgym/train.jsonl
+        --config.tasks.path=/data/webgym/train.jsonl --config.tasks.test_path=/data/webgym/test_ood.jsonl \\
+        --config.judge.base_url=http://judge:8000/v1 --config.judge.model=JUDGE --config.judge.api_key_env=JUDGE_KEY
 
 Ablations are config arguments, e.g. --config.loss.normalizer=traj, --config.loss.decoupled=False,
 --config.loss.kind=raft, --config.agent.memory=compressive,
 --config.agent.train_step_limits=(20,40,60).
-Still missing (open issues): the WebGym task loader and the LLM judge (tasks.source
-"webgym" is refused until then), and Pallas kernels on meshes of several devices.
+Still missing (open issues): Pallas kernels on meshes of several devices.
 """
-
-from ml_collections import config_dict
 
 from configs import default
 
@@ -25,8 +23,9 @@ def get_config():
 
     config.tasks.source = "webgym"
     config.tasks.path = ""                      # WebGym JSONL (task_id, task_name, website, ...)
-    config.judge = config_dict.ConfigDict()
-    config.judge.endpoint = ""                  # OpenAI-compatible chat endpoint of the rubric judge
+    config.tasks.test_path = ""                 # the OOD test split
+    config.judge.base_url = ""                  # OpenAI-compatible chat endpoint of the rubric judge
+    config.judge.model = ""
 
     config.agent.interaction = "coordinates"
     config.agent.train_step_limits = (10, 20, 30)

@@ -3,6 +3,9 @@ scripted verdicts, slow answers, server errors, garbage text."""
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -21,6 +24,7 @@ from asyncwebrl.tasks.webgym import WebGymEnvironment, load_webgym
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG = b"\x89PNG\r\n\x1a\n fake screenshot bytes"
 TASK = Task(task_id="t1", task_name="Find the price and the seller of the blue kettle", website="https://shop.example",
             difficulty=2, evaluator_reference=[{"id": "g", "description": "", "facts": ["price is $24.50",
@@ -267,3 +271,27 @@ def test_eval_of_a_webgym_file_on_locally_served_sites_with_the_loopback_judge(e
     assert (summary["episodes"], summary["blocked"], summary["unknown_reward"]) == (3, 1, 1)
     assert summary["success_rate"] == pytest.approx(1 / 3, abs=1e-3)   # success over the 3 scored episodes
     assert store.stats.entries == 0
+
+
+def test_main_evaluates_a_webgym_file_through_the_config_keys(endpoint, tmp_path):
+    """python main.py --mode=eval with tasks.source=webgym, the judge keys and an
+    allowed loopback host: the random policy's episodes are judged and counted."""
+    with LocalWeb() as web:
+        start = web.browser_url(generate_tasks("test", 1)[0].website)
+        path = tmp_path / "ood.jsonl"
+        path.write_text("".join(json.dumps({"task_id": f"t{i}", "task_name": "Find the opening hours",
+                                            "website": start, "evaluator_reference": ["opens at 9:00"]}) + "\n"
+                                for i in range(3)))
+        workdir = tmp_path / "run"
+        result = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "main.py"), "--mode=eval", f"--workdir={workdir}",
+             "--config.tasks.source=webgym", f"--config.tasks.test_path={path}", "--config.policy=random",
+             "--config.eval.num_tasks=3", "--config.agent.test_step_limits=(2,2,2)",
+             f"--config.judge.base_url={endpoint.url}", "--config.judge.model=judge",
+             f"--config.sandbox.allow_hosts={urllib.parse.urlsplit(web.origin).netloc}"],
+            capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "3 rows: 3 kept" in result.stdout
+    summary = json.loads((workdir / "eval.json").read_text())
+    assert summary["episodes"] + summary["crashed"] + summary["blocked"] + summary["unknown_reward"] == 3
+    assert summary["crashed"] == 0

@@ -1,10 +1,15 @@
-"""Config -> the settings of the browser side (episodes, pool, prompts). No JAX here:
-evaluating the oracle or the random policy must not load it."""
+"""Config -> the settings of the browser side (episodes, pool, prompts, environment). No
+JAX here: evaluating the oracle or the random policy must not load it."""
 
 from __future__ import annotations
 
+from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.prompts import PromptBuilder
+from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.tasks.judge import JudgeSettings, LLMJudge
+from asyncwebrl.tasks.webgym import WebGymEnvironment
+from asyncwebrl.web.server import LocalWeb
 
 
 def episode_settings(config, phase: str) -> EpisodeSettings:
@@ -26,3 +31,20 @@ def pool_arguments(config) -> dict:
 
 def prompt_builder(config) -> PromptBuilder:
     return PromptBuilder(config.agent.interaction, memory=config.agent.memory)
+
+
+def make_environment(config, web: LocalWeb, store: ScreenshotStore):
+    """Where config.tasks.source's tasks run and how they are judged."""
+    if config.tasks.source == "local":
+        return LocalEnvironment(web)
+    if config.tasks.source == "webgym":
+        j = config.judge
+        if not (j.base_url and j.model):
+            raise ValueError("webgym tasks are scored by the LLM judge: set --config.judge.base_url and "
+                             "--config.judge.model (and judge.api_key_env if the endpoint needs a key)")
+        judge = LLMJudge(JudgeSettings(base_url=j.base_url, model=j.model, api_key_env=j.api_key_env,
+                                       concurrency=j.concurrency, timeout_s=j.timeout_s, retries=j.retries,
+                                       select_screenshots=j.select_screenshots))
+        allow = [h.strip() for h in config.sandbox.allow_hosts.split(",") if h.strip()]
+        return WebGymEnvironment(judge, store, allow_hosts=allow)
+    raise ValueError(f"unknown task source {config.tasks.source!r}: local or webgym")

@@ -26,7 +26,6 @@ from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.records import Task
 from asyncwebrl.rollout.policies import OraclePolicy
 from asyncwebrl.rollout.screenshots import ScreenshotStore
-from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.runtime.build import build_model, make_engine, make_learner, make_model_policy
 from asyncwebrl.runtime.demonstrations import TeacherPolicy
 from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize
@@ -34,7 +33,7 @@ from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, TaskSampler
 from asyncwebrl.runtime.orchestrator import Orchestrator, PoolSettings, RLSettings
 from asyncwebrl.runtime.rows import step_rows
 from asyncwebrl.runtime.rundir import Progress, RunDirectory
-from asyncwebrl.runtime.settings import episode_settings, pool_arguments, prompt_builder
+from asyncwebrl.runtime.settings import episode_settings, make_environment, pool_arguments, prompt_builder
 from asyncwebrl.web.server import LocalWeb
 
 
@@ -81,10 +80,14 @@ def _train(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStor
 
 def warm_start(config, run: RunDirectory, web: LocalWeb, processor, model, tasks: list[Task]):
     """Supervised steps on the oracle's successful demonstrations; returns the trained model."""
+    if config.tasks.source != "local":
+        raise ValueError("the warm start's oracle only knows local tasks: set --config.sft.steps=0 "
+                         f"for tasks.source={config.tasks.source!r}")
     store = ScreenshotStore()
     demo_tasks = random.Random(config.seed).sample(tasks, min(config.sft.demo_tasks, len(tasks)))
     teacher = TeacherPolicy(OraclePolicy(web.session), processor, store, prompt_builder(config))
-    demos, seconds = asyncio.run(run_tasks(demo_tasks, teacher, LocalEnvironment(web), episode_settings(config, "train"),
+    demos, seconds = asyncio.run(run_tasks(demo_tasks, teacher, make_environment(config, web, store),
+                                           episode_settings(config, "train"),
                                            store=store,
                                            free_screenshots=False, label="demonstrations",
                                            **pool_arguments(config)))
@@ -119,7 +122,8 @@ def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], l
     store = ScreenshotStore()
     with make_engine(config, model, processor, config.eval.temperature) as engine:
         policy = make_model_policy(config, engine, processor, store)
-        trajectories, seconds = asyncio.run(run_tasks(tasks, policy, LocalEnvironment(web), episode_settings(config, "test"),
+        trajectories, seconds = asyncio.run(run_tasks(tasks, policy, make_environment(config, web, store),
+                                                      episode_settings(config, "test"),
                                                       store=store,
                                                       **pool_arguments(config)))
     summary = summarize(trajectories, seconds)
@@ -204,7 +208,7 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
 
     orchestrator = make_orchestrator(
         config, learner=learner, engine=engine, policy=make_model_policy(config, engine, processor, store),
-        environment=LocalEnvironment(web), store=store, processor=processor, tasks=train_tasks,
+        environment=make_environment(config, web, store), store=store, processor=processor, tasks=train_tasks,
         task_position=runtime["task_position"], counts=counts, on_update=on_update)
     buffer = orchestrator.buffer
 
