@@ -181,6 +181,11 @@ def test_known_exploits_score_0_even_against_a_judge_that_says_yes(endpoint, ans
     assert endpoint.questions == []             # decided before any LLM call
 
 
+def test_an_answer_with_an_incidental_number_still_reaches_the_judge(endpoint):
+    result = judge(endpoint, answer="The blue kettle costs $24.50 (it was $30.00) and is sold by Acme.")
+    assert result.reward == 1.0 and len(endpoint.questions) == 4
+
+
 def test_screenshot_selection_keeps_the_relevant_ones(endpoint):
     marks = iter(["VERDICT: YES", "VERDICT: NO", "VERDICT: YES"])   # per screenshot, in order
     endpoint.script = lambda q: next(marks) if "Does this screenshot show" in q else "VERDICT: YES"

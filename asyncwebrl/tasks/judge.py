@@ -134,16 +134,17 @@ def _image_part(png: bytes) -> dict:
 def precheck(task: Task, answer: str) -> str | None:
     """Why the answer scores 0 without asking the LLM, or None.
 
-    Typed values (numbers, dates, phones, e-mails, codes, times) beyond those the rubric
-    and reference answer carry are stuffing: a list of candidates to hit the right one
-    (at most 3 per kind when the rubric names none of that kind)."""
+    Stuffing is a list of candidates meant to contain the right one: more distinct typed
+    values of a kind (numbers, dates, phones, e-mails, codes, times) than twice those the
+    rubric, reference answer and instruction carry, and never fewer than 3 allowed (real
+    answers mention a few incidental numbers: "$24.50, was $30")."""
     answer = (answer or "").strip()
     if _LABEL_ONLY.match(answer) or not re.search(r"\w\w", answer):
         return "not an answer"
     rubric = " ".join(task.facts + [task.definite_answer, task.task_name])
     expected, given = extract(rubric), extract(answer)
     for kind in TYPED_KINDS:
-        allowed = len(set(expected[kind])) or 3
+        allowed = max(3, 2 * len(set(expected[kind])))
         if len(set(given[kind])) > allowed:
             return f"answer names {len(set(given[kind]))} {kind} values, the rubric at most {allowed}"
     limit = 400 + 4 * len(" ".join(task.facts + [task.definite_answer]))
