@@ -24,6 +24,7 @@ import numpy as np
 
 from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.records import Task
+from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.policies import OraclePolicy
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.build import build_model, make_engine, make_learner, make_model_policy
@@ -86,9 +87,8 @@ def warm_start(config, run: RunDirectory, web: LocalWeb, processor, model, tasks
     store = ScreenshotStore()
     demo_tasks = random.Random(config.seed).sample(tasks, min(config.sft.demo_tasks, len(tasks)))
     teacher = TeacherPolicy(OraclePolicy(web.session), processor, store, prompt_builder(config))
-    demos, seconds = asyncio.run(run_tasks(demo_tasks, teacher, make_environment(config, web, store),
-                                           episode_settings(config, "train"),
-                                           store=store,
+    demos, seconds = asyncio.run(run_tasks(demo_tasks, teacher, LocalEnvironment(web),
+                                           episode_settings(config, "train"), store=store,
                                            free_screenshots=False, label="demonstrations",
                                            **pool_arguments(config)))
     solved = [t for t in demos if t.success]
@@ -123,8 +123,7 @@ def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], l
     with make_engine(config, model, processor, config.eval.temperature) as engine:
         policy = make_model_policy(config, engine, processor, store)
         trajectories, seconds = asyncio.run(run_tasks(tasks, policy, make_environment(config, web, store),
-                                                      episode_settings(config, "test"),
-                                                      store=store,
+                                                      episode_settings(config, "test"), store=store,
                                                       **pool_arguments(config)))
     summary = summarize(trajectories, seconds)
     print(f"[eval] {label}:\n{format_table(summary)}", flush=True)

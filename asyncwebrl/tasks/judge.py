@@ -78,7 +78,6 @@ class ChatClient:
         if settings.api_key_env and not self.api_key:
             raise ValueError(f"judge.api_key_env names ${settings.api_key_env}, which is not set")
         self._slots = asyncio.Semaphore(settings.concurrency)
-        self.calls = 0       # HTTP requests made (retries included)
 
     def _post(self, body: bytes) -> dict:
         headers = {"Content-Type": "application/json"}
@@ -97,7 +96,6 @@ class ChatClient:
         for attempt in range(s.retries + 1):
             if attempt:
                 await asyncio.sleep(s.backoff_s * 2 ** (attempt - 1))
-            self.calls += 1
             try:
                 async with self._slots:
                     reply = await asyncio.to_thread(self._post, body)
