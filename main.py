@@ -2,6 +2,7 @@
 
     python main.py                                     # embedded default (train mode)
     python main.py --mode=eval --config.policy=oracle  # evaluate on the local test sites
+    python main.py --mode=eval --config=configs/miniwob.py --config.policy=random   # MiniWoB++
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize, write_eval
 from asyncwebrl.runtime.settings import episode_settings, make_environment, pool_arguments
+from asyncwebrl.tasks.miniwob import miniwob_tasks
 from asyncwebrl.tasks.webgym import load_webgym
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks, select_balanced, write_jsonl
@@ -34,6 +36,11 @@ def make_policy(config, web: LocalWeb, store: ScreenshotStore):
         return OraclePolicy(web.session)
     if config.policy == "random":
         return RandomPolicy(seed=config.seed)
+    if config.policy == "scripted":
+        if config.tasks.source != "miniwob":
+            raise app.UsageError("the scripted policy solves a few MiniWoB++ pages: use --config=configs/miniwob.py")
+        from asyncwebrl.tasks.miniwob_solver import MiniWobScriptedPolicy
+        return MiniWobScriptedPolicy()
     if config.policy == "model":
         from asyncwebrl.runtime.build import (build_model, make_engine, make_model_policy,  # JAX loads only for a model
                                               restore_trained)
@@ -42,7 +49,7 @@ def make_policy(config, web: LocalWeb, store: ScreenshotStore):
         model = restore_trained(config, model)
         engine = make_engine(config, model, processor, config.eval.temperature)
         return make_model_policy(config, engine, processor, store)   # its engine is started by run_episodes
-    raise app.UsageError(f"unknown policy {config.policy!r}: choose model, oracle or random")
+    raise app.UsageError(f"unknown policy {config.policy!r}: choose model, oracle, random or scripted")
 
 
 def load_split(config, split: str, workdir: str):
@@ -56,14 +63,26 @@ def load_split(config, split: str, workdir: str):
         tasks, report = load_webgym(path, levels=tuple(config.tasks.levels))
         print(report, flush=True)
         return tasks
+    if config.tasks.source == "miniwob":
+        count = config.miniwob.train_tasks if split == "train" else config.eval.num_tasks
+        return miniwob_tasks(config.miniwob.tasks, split, count)
     if config.tasks.source != "local":
-        raise app.UsageError(f"unknown task source {config.tasks.source!r}: local or webgym")
+        raise app.UsageError(f"unknown task source {config.tasks.source!r}: local, webgym or miniwob")
     sites = config.tasks.train_sites_per_variant if split == "train" else config.tasks.test_sites_per_variant
     tasks = generate_tasks(split, sites)
     os.makedirs(os.path.join(workdir, "tasks"), exist_ok=True)
     write_jsonl(tasks, os.path.join(workdir, "tasks", f"{split}.jsonl"))
     logging.info("%d %s tasks on %d sites", len(tasks), split, len({t.local["site"] for t in tasks}))
     return tasks
+
+
+def evaluation_tasks(config, split: str, workdir: str):
+    """The tasks evaluated: eval.num_tasks of the split, spread over difficulty levels
+    (MiniWoB++: cycling over the configured pages, a new seed each round)."""
+    tasks = load_split(config, split, workdir)
+    if config.tasks.source == "miniwob":
+        return tasks[:config.eval.num_tasks]
+    return select_balanced(tasks, config.eval.num_tasks, config.seed)
 
 
 def run_episodes(config, tasks, web: LocalWeb, phase: str) -> tuple[list[Trajectory], float]:
@@ -77,12 +96,12 @@ def run_episodes(config, tasks, web: LocalWeb, phase: str) -> tuple[list[Traject
 
 
 def evaluate(config, workdir: str) -> dict:
-    tasks = select_balanced(load_split(config, config.eval.split, workdir), config.eval.num_tasks, config.seed)
+    tasks = evaluation_tasks(config, config.eval.split, workdir)
     with LocalWeb() as web:
         trajectories, wall = run_episodes(config, tasks, web, phase="test")
     summary = summarize(trajectories, wall)
     print(f"policy={config.policy} interaction={config.agent.interaction} split={config.eval.split}")
-    print(format_table(summary))
+    print(format_table(summary, families=config.tasks.source == "miniwob"))
     write_eval(workdir, summary, trajectories)
     return summary
 
@@ -93,7 +112,7 @@ def train(config, workdir: str) -> None:
     from asyncwebrl.runtime.training import train as train_run  # JAX loads only when training
 
     train_tasks = load_split(config, "train", workdir)
-    test_tasks = select_balanced(load_split(config, "test", workdir), config.eval.num_tasks, config.seed)
+    test_tasks = evaluation_tasks(config, "test", workdir)
     train_run(config, workdir, train_tasks, test_tasks)
 
 

@@ -83,7 +83,10 @@ class Step:
     seconds_browser: float = 0.0
 
 
-OUTCOMES = ("answered", "limit", "crashed", "blocked")
+# answered: the agent gave its answer; finished: the page ended the episode (MiniWoB++);
+# limit: out of steps. Those three are scored. crashed and blocked never are.
+OUTCOMES = ("answered", "finished", "limit", "crashed", "blocked")
+SCORED_OUTCOMES = ("answered", "finished", "limit")
 
 
 @dataclasses.dataclass

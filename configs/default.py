@@ -13,7 +13,8 @@ from ml_collections import config_dict
 def get_config() -> config_dict.ConfigDict:
     config = config_dict.ConfigDict()
     config.seed = 0
-    # Acting policy of --mode=eval: model | oracle | random (oracle and random need no model).
+    # Acting policy of --mode=eval: model | oracle | random | scripted (no model needed but for
+    # `model`; the oracle knows the local tasks, `scripted` a few MiniWoB++ pages).
     # Training always acts with the model.
     config.policy = "oracle"
 
@@ -35,7 +36,7 @@ def get_config() -> config_dict.ConfigDict:
     config.sampler.max_new_tokens = 128  # an oracle response is 250-800 bytes; a tiny model's long ones are cut
 
     config.tasks = config_dict.ConfigDict()
-    config.tasks.source = "local"  # local (the embedded web) | webgym (task files, LLM judge)
+    config.tasks.source = "local"  # local (the embedded web) | webgym (task files, LLM judge) | miniwob
     config.tasks.train_sites_per_variant = 16  # x 4 kinds x 2 train variants, ~18 tasks each
     config.tasks.test_sites_per_variant = 6  # x 4 kinds x 1 test variant
     config.tasks.path = ""  # webgym: the training task file (JSONL)
@@ -51,6 +52,12 @@ def get_config() -> config_dict.ConfigDict:
     config.judge.timeout_s = 60.0
     config.judge.retries = 3
     config.judge.select_screenshots = False
+
+    # MiniWoB++ pages (tasks.source=miniwob; configs/miniwob.py). A task is a page and a seed.
+    config.miniwob = config_dict.ConfigDict()
+    config.miniwob.tasks = "click-button,focus-text,enter-text,login-user"  # page names, or "all"
+    config.miniwob.train_tasks = 1000  # training tasks: cycling over the pages, a new seed each round
+    config.miniwob.episode_seconds = 600.0  # replaces the page's own 10-30 s clock (a model thinks slower)
 
     config.sandbox = config_dict.ConfigDict()
     config.sandbox.allow_hosts = ""  # webgym: HOST:PORT,... reachable even if loopback/private (a mirror)

@@ -107,6 +107,16 @@ class _CrashingAgent:
         return Reply(format_response({}, {}, "x", "Click.", {"action": "left_click", "coordinate": [10, 10]}))
 
 
+class _Scripted:
+    """A policy whose every episode is the given agent."""
+
+    def __init__(self, agent):
+        self.agent = agent
+
+    def begin(self, task, *, interaction, episode_id):
+        return self.agent
+
+
 def _run_one(web, task, agent, store=None):
     store = store or ScreenshotStore()
     environment = LocalEnvironment(web)
@@ -115,7 +125,8 @@ def _run_one(web, task, agent, store=None):
         async with async_playwright() as playwright:
             browser = await launch_browser(playwright)
             try:
-                return await run_episode(browser, task, agent(browser), site=environment.episode_site(task, "e-1"),
+                policy = _Scripted(agent(browser))
+                return await run_episode(browser, task, policy, site=environment.episode_site(task, "e-1"),
                                          store=store, settings=EpisodeSettings(), episode_id="e-1")
             finally:
                 if browser.is_connected():

@@ -23,7 +23,7 @@ class LocalEnvironment:
         self.policy = local_policy(web.origin)  # one policy, so blocks are counted run-wide
 
     def episode_site(self, task: Task, episode_id: str) -> EpisodeSite:
-        if not task.local:
+        if not (task.local and "site" in task.local):
             raise ValueError(f"task {task.task_id} is not a local task")
         sandbox = Sandbox(self.policy, to_browser_url=self.web.browser_url, local_origin=self.web.origin)
         return EpisodeSite(

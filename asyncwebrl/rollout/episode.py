@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import Callable
+from typing import Callable, Protocol
 
 from playwright.async_api import Error as PlaywrightError
 
 from asyncwebrl.records import LEVELS, Step, Task, Trajectory
 from asyncwebrl.rollout.page import LEAVING_FLAG_JS, NavigationWatch, execute, observe
-from asyncwebrl.rollout.policies import Agent, PolicyUnavailable
+from asyncwebrl.rollout.policies import Policy, PolicyUnavailable
 from asyncwebrl.rollout.response import response_action
 from asyncwebrl.rollout.sandbox import Sandbox
 from asyncwebrl.rollout.screenshots import ScreenshotStore
@@ -38,6 +38,15 @@ class EpisodeSettings:
         return self.step_limits[LEVELS.index(task.level)]
 
 
+class TaskPage(Protocol):
+    """A page that runs its own episode (MiniWoB++): it sets the task up in the loaded
+    start page, says what the instruction is, and says when the episode is over."""
+
+    async def start(self, page, task: Task) -> Task: ...  # the task as this episode poses it
+
+    async def finished(self, page) -> bool: ...  # after each action
+
+
 @dataclasses.dataclass
 class EpisodeSite:
     """Where an episode runs: its start page, sandbox, cookies and the URL the agent sees."""
@@ -46,6 +55,7 @@ class EpisodeSite:
     sandbox: Sandbox
     cookies: list[dict] = dataclasses.field(default_factory=list)
     shown_url: Callable[[str], str] = lambda url: url
+    task_page: TaskPage | None = None
 
 
 class StepHang(Exception):
@@ -59,10 +69,10 @@ async def _within(deadline_s: float, what: str, awaitable):
         raise StepHang(f"{what} took longer than {deadline_s:.0f}s") from None
 
 
-async def run_episode(browser, task: Task, agent: Agent, *, site: EpisodeSite, store: ScreenshotStore,
+async def run_episode(browser, task: Task, policy: Policy, *, site: EpisodeSite, store: ScreenshotStore,
                       settings: EpisodeSettings, episode_id: str, group_id: str = "") -> Trajectory:
-    """Run one episode in a fresh context of `browser`. The trajectory's steps hold one
-    store reference each (their screenshot keys); the caller frees them."""
+    """Run one episode of `policy` in a fresh context of `browser`. The trajectory's steps
+    hold one store reference each (their screenshot keys); the caller frees them."""
     started = time.perf_counter()
     limit = settings.step_limit(task)
     steps: list[Step] = []
@@ -83,6 +93,9 @@ async def run_episode(browser, task: Task, agent: Agent, *, site: EpisodeSite, s
         page.on("download", lambda download: site.sandbox.policy.count("download"))
         watch = NavigationWatch(page)
         await _within(settings.step_deadline_s, "opening the start page", page.goto(site.start_url, wait_until="load"))
+        if site.task_page is not None:
+            task = await _within(settings.step_deadline_s, "starting the task page", site.task_page.start(page, task))
+        agent = policy.begin(task, interaction=settings.interaction, episode_id=episode_id)
         last_error = ""
         for index in range(limit):
             browser_started = time.perf_counter()
@@ -113,6 +126,10 @@ async def run_episode(browser, task: Task, agent: Agent, *, site: EpisodeSite, s
             ))
             unrecorded.pop()
             if outcome == "answered":
+                break
+            if site.task_page is not None and await _within(
+                    settings.step_deadline_s, "reading the task page", site.task_page.finished(page)):
+                outcome = "finished"
                 break
     except (PlaywrightError, StepHang, PolicyUnavailable) as failure:
         message = str(failure).splitlines()[0] if str(failure) else ""

@@ -156,9 +156,8 @@ class BrowserPool:
         episode_id = episode_id or f"ep-{uuid.uuid4().hex[:12]}"
         worker, browser = await self._acquire()
         try:
-            agent = policy.begin(task, interaction=self.settings.interaction, episode_id=episode_id)
             site = self.environment.episode_site(task, episode_id)
-            trajectory = await run_episode(browser, task, agent, site=site, store=self.store, settings=self.settings,
+            trajectory = await run_episode(browser, task, policy, site=site, store=self.store, settings=self.settings,
                                            episode_id=episode_id, group_id=group_id)
             if trajectory.outcome != "crashed":  # (a context that would not close is still judged)
                 judgement = await self.environment.judge(task, trajectory.answer, episode_id,

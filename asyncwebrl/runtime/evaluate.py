@@ -15,7 +15,7 @@ import statistics
 import sys
 import time
 
-from asyncwebrl.records import LEVELS, Task, Trajectory
+from asyncwebrl.records import LEVELS, SCORED_OUTCOMES, Task, Trajectory
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import Policy
 from asyncwebrl.rollout.pool import BrowserPool
@@ -67,7 +67,7 @@ def _mean(values: list[float]) -> float | None:
 
 def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None) -> dict:
     """The eval.json fields of DESIGN.md §4 (plus timing)."""
-    scored = [t for t in trajectories if t.outcome in ("answered", "limit") and t.reward is not None]
+    scored = [t for t in trajectories if t.outcome in SCORED_OUTCOMES and t.reward is not None]
     by_difficulty = {}
     for level in LEVELS:
         level_scored = [t for t in scored if t.task.level == level]
@@ -75,14 +75,19 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
             "episodes": len(level_scored),
             "success_rate": _mean([float(t.success) for t in level_scored]) or 0.0,
         }
+    by_family: dict[str, list[Trajectory]] = {}   # subdomain: a MiniWoB++ page, a WebGym subdomain
+    for t in scored:
+        by_family.setdefault(t.task.subdomain or t.task.domain or "-", []).append(t)
     steps = [s for t in scored for s in t.steps]
     summary = {
         "episodes": len(scored),
         "success_rate": _mean([float(t.success) for t in scored]) or 0.0,
         "by_difficulty": by_difficulty,
+        "by_family": {name: {"episodes": len(ts), "success_rate": _mean([float(t.success) for t in ts])}
+                      for name, ts in sorted(by_family.items())},
         "crashed": sum(t.outcome == "crashed" for t in trajectories),
         "blocked": sum(t.outcome == "blocked" for t in trajectories),
-        "unknown_reward": sum(t.outcome in ("answered", "limit") and t.reward is None for t in trajectories),
+        "unknown_reward": sum(t.outcome in SCORED_OUTCOMES and t.reward is None for t in trajectories),
         "mean_steps_success": _mean([len(t.steps) for t in scored if t.success]),
         "mean_steps_failure": _mean([len(t.steps) for t in scored if not t.success]),
         "mean_response_tokens_per_step": _mean([len(s.response_ids) for s in steps if s.response_ids]),
@@ -95,11 +100,17 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
     return summary
 
 
-def format_table(summary: dict) -> str:
+def format_table(summary: dict, *, families: bool = False) -> str:
+    """Success by difficulty (and by task family: MiniWoB++ pages) with the counts."""
     lines = [f"{'difficulty':<10} {'episodes':>8} {'success':>8}"]
     for level in LEVELS:
         row = summary["by_difficulty"][level]
         lines.append(f"{level:<10} {row['episodes']:>8} {row['success_rate']:>8.1%}")
+    if families:
+        width = max([len(name) for name in summary["by_family"]] + [10])
+        lines.append(f"{'family':<{width}} {'episodes':>8} {'success':>8}")
+        for name, row in summary["by_family"].items():
+            lines.append(f"{name:<{width}} {row['episodes']:>8} {row['success_rate']:>8.1%}")
     lines.append(f"{'overall':<10} {summary['episodes']:>8} {summary['success_rate']:>8.1%}")
     extras = {k: summary.get(k) for k in ("crashed", "blocked", "unknown_reward", "mean_steps_success",
                                           "mean_steps_failure", "action_errors", "wall_seconds", "steps_per_second")}

@@ -8,6 +8,7 @@ from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.tasks.judge import JudgeSettings, LLMJudge
+from asyncwebrl.tasks.miniwob import MiniWobEnvironment
 from asyncwebrl.tasks.webgym import WebGymEnvironment
 from asyncwebrl.web.server import LocalWeb
 
@@ -37,6 +38,8 @@ def make_environment(config, web: LocalWeb, store: ScreenshotStore):
     """Where config.tasks.source's tasks run and how they are judged."""
     if config.tasks.source == "local":
         return LocalEnvironment(web)
+    if config.tasks.source == "miniwob":
+        return MiniWobEnvironment(web, episode_seconds=config.miniwob.episode_seconds)
     if config.tasks.source == "webgym":
         j = config.judge
         if not (j.base_url and j.model):
@@ -47,4 +50,4 @@ def make_environment(config, web: LocalWeb, store: ScreenshotStore):
                                        select_screenshots=j.select_screenshots))
         allow = [h.strip() for h in config.sandbox.allow_hosts.split(",") if h.strip()]
         return WebGymEnvironment(judge, store, allow_hosts=allow)
-    raise ValueError(f"unknown task source {config.tasks.source!r}: local or webgym")
+    raise ValueError(f"unknown task source {config.tasks.source!r}: local, webgym or miniwob")

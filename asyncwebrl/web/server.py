@@ -8,6 +8,9 @@ Server state (carts, form submissions) is kept per episode: each browser context
 carries a cookie with its episode id, and the programmatic judge reads the state of
 exactly that episode. Eight episodes of one task group can therefore run at once on
 the same site without seeing each other.
+
+A directory of static files (MiniWoB++'s pages) can be mounted under a prefix of its
+own: `web.mount("miniwob", path)` serves path/x/y.html as /miniwob/x/y.html.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 import http.cookies
 import http.server
 import logging
+import mimetypes
+import os
 import sys
 import threading
 import urllib.parse
@@ -44,6 +49,7 @@ class LocalWeb:
         self._address = (host, port)
         self._sites: dict[str, Site] = {}
         self._sessions: dict[tuple[str, str], dict[str, Any]] = {}
+        self._mounts: dict[str, str] = {}  # path prefix -> directory of static files
         self._lock = threading.Lock()
         self._server: http.server.ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -112,10 +118,19 @@ class LocalWeb:
             for key in [k for k in self._sessions if k[0] == episode_id]:
                 del self._sessions[key]
 
+    def mount(self, prefix: str, directory: str) -> None:
+        """Serve the files under `directory` at /prefix/... (read-only, GET)."""
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"no directory {directory} to serve at /{prefix}/")
+        with self._lock:
+            self._mounts[prefix] = os.path.realpath(directory)
+
     def dispatch(self, method: str, raw_path: str, body: bytes, cookie_header: str) -> tuple[int, dict, bytes]:
         parts = urllib.parse.urlsplit(raw_path)
         segments = parts.path.split("/", 2)  # ["", site_id, rest]
         site_id = segments[1] if len(segments) > 1 else ""
+        if site_id in self._mounts:
+            return _static_file(self._mounts[site_id], urllib.parse.unquote(segments[2] if len(segments) > 2 else ""))
         try:
             site = self.site(site_id)
         except (KeyError, ValueError):
@@ -141,6 +156,18 @@ class LocalWeb:
 
 
 _NOT_FOUND = b"<!doctype html><title>Not found</title><h1>404 - page not found</h1>"
+
+
+def _static_file(root: str, relative: str) -> tuple[int, dict, bytes]:
+    path = os.path.realpath(os.path.join(root, relative))
+    if not path.startswith(root + os.sep) or not os.path.isfile(path):  # (no way out of the root)
+        return 404, {"Content-Type": "text/html; charset=utf-8"}, _NOT_FOUND
+    with open(path, "rb") as f:
+        payload = f.read()
+    content_type = mimetypes.guess_type(path)[0] or "application/octet-stream"
+    if content_type.startswith("text/") or content_type.endswith("javascript"):
+        content_type += "; charset=utf-8"
+    return 200, {"Content-Type": content_type, "Cache-Control": "max-age=3600"}, payload
 
 
 def _make_handler(web: LocalWeb):
