@@ -67,9 +67,9 @@ def make_config(setting: str, updates: int, variant: dict, extra: dict):
 
 
 @contextlib.contextmanager
-def episode_side(setting: str, config, engine, processor, store: ScreenshotStore, model_config):
+def episode_side(setting: str, config, engine, processor, store: ScreenshotStore, model_config, web_step_s: float):
     """(policy, environment, tasks, make_pool) of a setting: real browsers on the local
-    web, or the simulated web."""
+    web, or the simulated web (median browser seconds per step: web_step_s)."""
     if setting == "cpu":
         from asyncwebrl.rollout.environment import LocalEnvironment
         from asyncwebrl.web.server import LocalWeb
@@ -83,7 +83,7 @@ def episode_side(setting: str, config, engine, processor, store: ScreenshotStore
 
     policy = SyntheticPolicy(engine, processor, store, model_config, max_new_tokens=config.sampler.max_new_tokens,
                              seed=config.seed)
-    environment = EnvironmentModel(step_limits=tuple(config.agent.train_step_limits))
+    environment = EnvironmentModel(step_limits=tuple(config.agent.train_step_limits), step_median_s=web_step_s)
     yield (policy, None, synthetic_tasks(96),
            lambda: SimulatedPool(environment, store=store, pages=config.browser.pages, seed=config.seed))
 
@@ -98,7 +98,7 @@ def simulated_web_processor(config):
     return Processor(byte_tokenizer(), screenshot_processor(preset(config.model.preset)))
 
 
-def run_variant(setting: str, config) -> list[dict]:
+def run_variant(setting: str, config, web_step_s: float = 0.16) -> list[dict]:
     """Train config.train.max_updates updates; one mark per update (cumulative counters)."""
     model, processor = build_model(config)
     if setting == "gpu":
@@ -119,7 +119,7 @@ def run_variant(setting: str, config) -> list[dict]:
                       "rejected_stale": snapshot["rejected_stale"], "crashed": snapshot["episodes_crashed"]})
         print(json.dumps({"variant": variant_name(config), **marks[-1]}), flush=True)
 
-    with episode_side(setting, config, engine, processor, store, model.config) as (policy, environment, tasks, pool):
+    with episode_side(setting, config, engine, processor, store, model.config, web_step_s) as (policy, environment, tasks, pool):
         orchestrator = make_orchestrator(config, learner=learner, engine=engine, policy=policy,
                                          environment=environment, store=store, processor=processor, tasks=tasks,
                                          on_update=on_update, make_pool=pool)
@@ -159,6 +159,8 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="config override for both variants, e.g. --set rl.eta=1 (repeatable)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--web-step-s", type=float, default=0.16,
+                        help="gpu: median browser seconds per simulated step (0.16 = measured on the local web)")
     args = parser.parse_args()
     if not 1 <= args.skip < args.updates:
         raise SystemExit("--skip must be at least 1 and below --updates")
@@ -175,7 +177,7 @@ def main() -> None:
         if name == "sync" and args.sync_relaunch:
             variant["rl.relaunch_browsers_each_round"] = True
         config = make_config(args.setting, args.updates, variant, extra)
-        results[name] = summarize(run_variant(args.setting, config), args.skip)
+        results[name] = summarize(run_variant(args.setting, config, args.web_step_s), args.skip)
         print(json.dumps({name: results[name]}), flush=True)
     if {"async", "sync"} <= results.keys():
         results["async_over_sync_episodes_per_hour"] = round(
@@ -183,6 +185,7 @@ def main() -> None:
         results["async_over_sync_trained_per_hour"] = round(
             results["async"]["trained_trajectories_per_hour"] / results["sync"]["trained_trajectories_per_hour"], 2)
     print(json.dumps({"setting": args.setting, "updates": args.updates, "skip": args.skip, "seed": args.seed,
+                      "web_step_s": args.web_step_s,
                       "overrides": extra, "backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
                       "cpu_count": os.cpu_count(), "machine": platform.machine(), "results": results}, indent=1))
 
