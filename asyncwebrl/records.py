@@ -81,6 +81,7 @@ class Step:
     versions: list[int] = dataclasses.field(default_factory=list)
     seconds_policy: float = 0.0
     seconds_browser: float = 0.0
+    point: list[float] | None = None  # where a click or type landed, in screenshot pixels
 
 
 # answered: the agent gave its answer; finished: the page ended the episode (MiniWoB++);

@@ -5,7 +5,7 @@ coordinates mode, the page's own reward (success = raw reward > 0).
     python main.py --mode=eval --config=configs/miniwob.py --config.policy=scripted      # a few pages solved
     python main.py --config=configs/miniwob.py --config.train.max_updates=20             # RL, tiny model
 
-The page list (asyncwebrl/tasks/miniwob.py has all 120, grouped by how many actions a
+The page list (asyncwebrl/tasks/miniwob.py has all 125, grouped by how many actions a
 solution takes) mixes single actions with short and long multi-step pages; pass
 --config.miniwob.tasks=all or a comma-separated list to change it. Evaluation cycles over
 the pages, so eval.num_tasks=50 gives each of these ten pages five seeds.
@@ -31,9 +31,9 @@ def get_config():
     config.agent.train_step_limits = (5, 10, 20)  # easy / medium / hard = 1 / 2-4 / 4+ actions
     config.agent.test_step_limits = (5, 10, 20)
     config.sampler.max_images = 2
-    config.sampler.capacity = 2048  # coordinates prompts are shorter than set-of-marks ones
-    config.sampler.prompt_buckets = (1024, 2048)
-    config.learner.row_length = 2048
+    config.sampler.capacity = 3072  # coordinates prompts (byte tokens): ~1.9k-2.2k by step 2
+    config.sampler.prompt_buckets = (2048, 3072)
+    config.learner.row_length = 3072
 
     config.sft.steps = 0  # no demonstrations: the oracle only knows the local web
     config.rl.group_size = 4

@@ -16,7 +16,7 @@ from typing import Callable, Protocol
 from playwright.async_api import Error as PlaywrightError
 
 from asyncwebrl.records import LEVELS, Step, Task, Trajectory
-from asyncwebrl.rollout.page import LEAVING_FLAG_JS, NavigationWatch, execute, observe
+from asyncwebrl.rollout.page import LEAVING_FLAG_JS, NavigationWatch, action_point, execute, observe
 from asyncwebrl.rollout.policies import Policy, PolicyUnavailable
 from asyncwebrl.rollout.response import response_action
 from asyncwebrl.rollout.sandbox import Sandbox
@@ -110,6 +110,7 @@ async def run_episode(browser, task: Task, policy: Policy, *, site: EpisodeSite,
             acted = time.perf_counter()
             _, action = response_action(reply.text, settings.interaction)
             last_error = action.error
+            point = action_point(action, observation) if action.name in ("left_click", "type") else None
             if action.name == "answer":
                 answer, outcome = action.args["text"], "answered"
             elif not action.invalid:
@@ -123,6 +124,7 @@ async def run_episode(browser, task: Task, policy: Policy, *, site: EpisodeSite,
                 behave_logprobs=reply.logprobs, versions=reply.versions,
                 seconds_policy=acted - policy_started,
                 seconds_browser=(policy_started - browser_started) + (time.perf_counter() - acted),
+                point=list(point) if isinstance(point, tuple) else None,
             ))
             unrecorded.pop()
             if outcome == "answered":

@@ -233,7 +233,7 @@ async def execute(page, action: Action, observation: Observation, *, watch: Navi
     ValueError when the URL is not allowed."""
     started_before, loaded_before = watch.started, watch.loaded
     if action.name in ("left_click", "type"):
-        point = _action_point(action, observation)
+        point = action_point(action, observation)
         if isinstance(point, str):
             return point
         await page.mouse.click(*point)
@@ -265,7 +265,8 @@ async def execute(page, action: Action, observation: Observation, *, watch: Navi
     return ""
 
 
-def _action_point(action: Action, observation: Observation) -> tuple[float, float] | str:
+def action_point(action: Action, observation: Observation) -> tuple[float, float] | str:
+    """Where a click or type action lands, in viewport pixels (or why it cannot)."""
     if "coordinate" in action.args:
         return grid_to_pixels(action.args["coordinate"], observation.viewport)
     element_id = action.args["element_id"]

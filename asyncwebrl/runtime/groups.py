@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import random
 import threading
 import time
@@ -142,6 +143,8 @@ class GroupBuffer:
             counts = self.counts
             counts.episodes += 1
             counts.episodes_crashed += trajectory.outcome == "crashed"
+            if trajectory.outcome == "crashed":   # counted and left out of its group: say why
+                logging.warning("episode %s crashed: %s", trajectory.episode_id, trajectory.error or "no reason given")
             counts.episodes_unknown += trajectory.reward is None and trajectory.outcome != "crashed"
             counts.successes += trajectory.success
             if len(group.members) < group.size:

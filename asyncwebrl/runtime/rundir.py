@@ -4,7 +4,10 @@
     W/metrics.jsonl          one JSON object per learner update ("phase": "rl") or
                              warm-start step ("phase": "sft", no "update")
     W/events/                the same scalars as TensorBoard events
-    W/trajectories/          a sample: one episode per update, its steps and screenshots
+    W/episodes.jsonl         every episode the learner trained on: task, outcome, Memory per
+                             step, response tokens per step (asyncwebrl/analysis/memory_drift.py)
+    W/trajectories/          a sample: one episode per update, its steps and screenshots, and
+                             the viewer (index.html per episode and for the run)
     W/checkpoints/           orbax (asyncwebrl.learner.checkpoints)
     W/eval_before.json, W/eval.json, W/summary.json
 
@@ -19,6 +22,7 @@ import os
 import sys
 import time
 
+from asyncwebrl.analysis.viewer import episode_page, run_index
 from asyncwebrl.records import Trajectory
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 
@@ -28,6 +32,7 @@ class RunDirectory:
         self.path = path
         os.makedirs(path, exist_ok=True)
         self._metrics = open(os.path.join(path, "metrics.jsonl"), "a")
+        self._episodes = open(os.path.join(path, "episodes.jsonl"), "a")
         self._events = None
         if tensorboard:
             from tensorboardX import SummaryWriter  # imported here: only training runs write events
@@ -46,6 +51,11 @@ class RunDirectory:
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     self._events.add_scalar(f"{phase}/{name}", value, step)
 
+    def log_episodes(self, episodes: list[dict], update: int) -> None:
+        for episode in episodes:
+            self._episodes.write(json.dumps({"update": update, **episode}, ensure_ascii=False) + "\n")
+        self._episodes.flush()
+
     def records(self) -> list[dict]:
         """Every metrics line written so far (this run and the runs it resumed)."""
         self._metrics.flush()
@@ -60,7 +70,7 @@ class RunDirectory:
         for step in trajectory.steps:
             record = {"index": step.index, "url": step.url, "response": step.response, "action": step.action,
                       "action_error": step.action_error, "response_tokens": len(step.response_ids),
-                      "versions": sorted(set(step.versions))}
+                      "versions": sorted(set(step.versions)), "point": step.point}
             if step.screenshot_key:
                 name = f"step_{step.index:02d}.png"
                 with open(os.path.join(folder, name), "wb") as f:
@@ -69,6 +79,8 @@ class RunDirectory:
             steps.append(record)
         with open(os.path.join(folder, "trajectory.json"), "w") as f:
             json.dump({**trajectory.summary(), "instruction": trajectory.task.task_name, "steps": steps}, f, indent=1)
+        episode_page(folder)   # the viewer: folder/index.html, and the run's list of episodes
+        run_index(self.path)
 
     def write_json(self, name: str, value: dict) -> None:
         partial = self.file(name + ".partial")
@@ -85,6 +97,7 @@ class RunDirectory:
 
     def close(self) -> None:
         self._metrics.close()
+        self._episodes.close()
         if self._events is not None:
             self._events.close()
 

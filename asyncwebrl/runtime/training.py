@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from asyncwebrl.analysis.memory_drift import episode_record, memory_drift_metrics
 from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.records import Task
 from asyncwebrl.rollout.environment import LocalEnvironment
@@ -199,7 +200,16 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
             "groups_rejected_stale": snapshot["rejected_stale"], "episodes_crashed": snapshot["episodes_crashed"],
             "screenshots_held": store.stats.entries, "wall_seconds": wall,
         }
+        episodes = [episode_record(t) for t in members]
+        drift = memory_drift_metrics(episodes)
+        record.update({
+            "memory_generic_key_share": drift["generic_key_share"], "memory_key_persistence": drift["key_persistence"],
+            "memory_adjacent_unchanged": drift["adjacent_unchanged"],
+            "memory_keys_per_step": drift["keys_per_step_mean"],
+            "response_tokens_per_step": drift["response_tokens_per_step"],
+        })
         run.log(record, update)
+        run.log_episodes(episodes, update)
         run.save_trajectory(members[0], store, f"update_{update:06d}")
         progress.show(record)
         if update % config.train.checkpoint_every == 0 or update == config.train.max_updates:

@@ -1,4 +1,4 @@
-"""MiniWoB++ (the `miniwob` PyPI package): 120 small web tasks that run entirely offline.
+"""MiniWoB++ (the `miniwob` PyPI package): 125 small web tasks that run entirely offline.
 
 The package's HTML is served by our own LocalWeb (mounted at /miniwob/) and driven by our
 browser pool and action interface, like any other site. Each page runs its own episode
