@@ -1,9 +1,48 @@
 """Eight fake CPU devices for every JAX test, so sharded code runs on CPU (DESIGN.md §5).
+This must happen before anything imports jax; unsharded code still runs on device 0.
 
-This must happen before anything imports jax; unsharded code still runs on device 0."""
+Also: a short training run through main.py (tiny model, real Chromium), made once per
+test session and shared by the tests that read a run directory."""
 
 import os
+import subprocess
+import sys
+
+import pytest
 
 flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in flags:
     os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Short runs: no warm start, no evaluation, 8 new tokens per step, 2-step episodes in
+# coordinates mode (short prompts), groups of 2, one group per update, and dynamic
+# sampling off (an untrained policy succeeds too rarely for groups with reward variance).
+QUICK = ["--config.sft.steps=0", "--config.eval.num_tasks=0", "--config.sampler.max_new_tokens=8",
+         "--config.agent.interaction=coordinates", "--config.sampler.capacity=2048",
+         "--config.sampler.prompt_buckets=(2048,)", "--config.learner.row_length=2048",
+         "--config.agent.train_step_limits=(2,2,2)",
+         "--config.rl.group_size=2", "--config.rl.groups_per_batch=1", "--config.rl.max_running_groups=2",
+         "--config.rl.dynamic_sampling=False", "--config.browser.pages=2",
+         "--config.tasks.train_sites_per_variant=1", "--config.tasks.test_sites_per_variant=1"]
+
+
+def main_py(workdir, *flags):
+    return [sys.executable, os.path.join(ROOT, "main.py"), f"--workdir={workdir}", *QUICK, *flags]
+
+
+@pytest.fixture(scope="session")
+def short_run_process(tmp_path_factory):
+    """(workdir, finished process) of a 4-update asynchronous run with eta = 1."""
+    workdir = str(tmp_path_factory.mktemp("short") / "run")
+    done = subprocess.run(main_py(workdir, "--config.train.max_updates=4", "--config.rl.eta=1"),
+                          capture_output=True, text=True, timeout=1200)
+    return workdir, done
+
+
+@pytest.fixture(scope="session")
+def short_run(short_run_process) -> str:
+    workdir, done = short_run_process
+    assert done.returncode == 0, done.stderr[-3000:]
+    return workdir

@@ -15,7 +15,7 @@ TINY = {"model.preset": "tiny", "model.dtype": "float32", "model.attention": "xl
         "sampler.max_new_tokens": 4, "learner.row_length": 1024, "learner.images_per_microbatch": 2,
         "browser.pages": 8, "rl.group_size": 2, "rl.groups_per_batch": 2, "rl.max_running_groups": 4,
         "agent.train_step_limits": (1, 2, 3)}
-UPDATES = 4
+UPDATES = 3
 
 
 @pytest.fixture(scope="module")

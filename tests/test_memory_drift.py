@@ -37,14 +37,21 @@ def test_metrics_on_hand_counted_episodes():
     m = memory_drift_metrics([stable, drifting, single])
     # distinct keys: stable {laptop_price}, drifting {laptop_price, task_1, current_step}, single {seller_rating}
     assert m["distinct_keys"] == 5 and m["generic_key_share"] == pytest.approx(2 / 5)
-    # 2+ steps: stable (first == last) and drifting ({laptop_price} vs {} : the unread memory is empty)
-    assert m["key_persistence"] == pytest.approx(1 / 2)
-    # adjacent pairs: stable 2 equal; drifting 3 pairs, none equal
-    assert m["adjacent_unchanged"] == pytest.approx(2 / 5)
+    # 2+ steps with readable first and last memories: only stable (drifting ends unreadable)
+    assert m["key_persistence"] == pytest.approx(1.0)
+    # adjacent readable pairs: stable 2 equal; drifting 2 (the pair into the unread step is left out), none equal
+    assert m["adjacent_unchanged"] == pytest.approx(2 / 4)
+    assert m["unreadable_memory_share"] == pytest.approx(1 / 8)
     assert m["keys_per_step"] == pytest.approx([1.0, 1.5, 2.0, 0.0])
     assert m["keys_per_step_mean"] == pytest.approx((1 + 1 + 1 + 1 + 2 + 3 + 0 + 1) / 8)
     assert m["steps_by_outcome"] == {"success": 3.0, "failure": 1.0, "limit": 4.0}
     assert m["response_tokens_per_step"] == pytest.approx((10 + 20 + 30 + 10 * 4 + 10) / 8)
+
+
+def test_a_model_without_readable_memory_is_not_counted_as_stable():
+    m = memory_drift_metrics([episode([None, None, None]), episode([None, {"laptop_price": ""}])])
+    assert m["key_persistence"] is None and m["adjacent_unchanged"] is None
+    assert m["unreadable_memory_share"] == pytest.approx(4 / 5)
 
 
 def test_no_episodes_gives_no_numbers_rather_than_zeros():

@@ -1,30 +1,14 @@
 """The train flow of main.py end to end: tiny model, real Chromium, the local web.
+Runs are short (conftest.QUICK)."""
 
-Runs are short: no warm start, no evaluation, 8 new tokens per step, 2-step episodes
-in coordinates mode (short prompts), groups of 2, one group per update, and dynamic
-sampling off (an untrained policy succeeds too rarely for groups with reward variance).
-"""
-
+import collections
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-QUICK = ["--config.sft.steps=0", "--config.eval.num_tasks=0", "--config.sampler.max_new_tokens=8",
-         "--config.agent.interaction=coordinates", "--config.sampler.capacity=2048",
-         "--config.sampler.prompt_buckets=(2048,)", "--config.learner.row_length=2048",
-         "--config.agent.train_step_limits=(2,2,2)",
-         "--config.rl.group_size=2", "--config.rl.groups_per_batch=1", "--config.rl.max_running_groups=2",
-         "--config.rl.dynamic_sampling=False", "--config.browser.pages=2",
-         "--config.tasks.train_sites_per_variant=1", "--config.tasks.test_sites_per_variant=1"]
-
-
-def main_py(workdir, *flags):
-    return [sys.executable, os.path.join(ROOT, "main.py"), f"--workdir={workdir}", *QUICK, *flags]
+from conftest import main_py
 
 
 def rl_records(workdir):
@@ -51,10 +35,8 @@ def wait_for_updates(process, workdir, count, timeout=600):
     raise AssertionError(f"no {count} updates within {timeout} s")
 
 
-def test_short_asynchronous_run_keeps_staleness_within_eta(tmp_path):
-    workdir = str(tmp_path / "run")
-    done = subprocess.run(main_py(workdir, "--config.train.max_updates=4", "--config.rl.eta=1"),
-                          capture_output=True, text=True, timeout=1200)
+def test_short_asynchronous_run_keeps_staleness_within_eta(short_run_process, tmp_path):
+    workdir, done = short_run_process
     assert done.returncode == 0, done.stderr[-3000:]
     records = rl_records(workdir)
     assert [r["update"] for r in records] == [1, 2, 3, 4]
@@ -62,13 +44,19 @@ def test_short_asynchronous_run_keeps_staleness_within_eta(tmp_path):
     for record in records:
         assert 0 <= record["staleness_mean"] <= record["staleness_max"] <= 1   # eta = 1
         for name in ("episodes", "success_rate", "clip_ratio", "behave_cap_ratio", "loss", "tokens_per_step",
-                     "steps_per_episode", "trajectories_per_hour", "sampler_busy", "learner_busy"):
+                     "steps_per_episode", "trajectories_per_hour", "sampler_busy", "learner_busy",
+                     "memory_generic_key_share", "memory_key_persistence", "response_tokens_per_step"):
             assert name in record, name
     assert records[-1]["episodes"] >= 8
     assert checkpoint_steps(workdir)[-1] == 4
     assert os.listdir(os.path.join(workdir, "events"))                 # TensorBoard events
     sample = os.path.join(workdir, "trajectories", "update_000001")
-    assert "trajectory.json" in os.listdir(sample) and any(n.endswith(".png") for n in os.listdir(sample))
+    assert {"trajectory.json", "index.html"} <= set(os.listdir(sample)) and any(n.endswith(".png") for n in os.listdir(sample))
+    assert os.path.exists(os.path.join(workdir, "trajectories", "index.html"))     # the viewer's list
+    with open(os.path.join(workdir, "episodes.jsonl")) as f:
+        episodes = [json.loads(line) for line in f]
+    assert collections.Counter(e["update"] for e in episodes) == {1: 2, 2: 2, 3: 2, 4: 2}   # each trained group of 2
+    assert {"task", "success", "memories", "response_tokens"} <= set(episodes[0])
     summary = json.load(open(os.path.join(workdir, "summary.json")))
     assert summary["updates"] == 4 and summary["staleness_max"] <= 1
     assert "[summary]" in done.stdout

@@ -6,7 +6,10 @@ does it grow with the step count and fill with generic placeholder keys?
 
 An episode is a dict {"task": str, "success": bool, "memories": [dict | None, one per step]}
 with optional "outcome" ("limit" for one that ran out of steps) and "response_tokens"
-(one count per step). A memory that could not be read (None) counts as an empty one.
+(one count per step). A memory that could not be read (None) has no keys; comparisons of
+key sets (persistence, adjacent pairs) only use steps whose memory was read, so a model
+that writes no readable Memory at all is not "stable" (unreadable_memory_share says how
+many steps that was).
 
 What "generic" means is explicit, because the paper does not publish its list. A key is
 split into lower-case words (snake_case, camelCase, spaces, digits apart). It is generic
@@ -82,7 +85,8 @@ def memory_drift_metrics(episodes: list[dict]) -> dict:
 
     generic_key_share    distinct keys of each episode, pooled: the share that are generic
     key_persistence      episodes of 2+ steps whose first-step key set equals the last's
-    adjacent_unchanged   adjacent step pairs, pooled: the share with equal key sets
+                         (both memories readable)
+    adjacent_unchanged   adjacent step pairs (both readable), pooled: the share with equal key sets
     keys_per_step        mean number of keys at step t, t = 0, 1, ... (episodes that reached t);
                          keys_per_step_mean over every step
     response_tokens_per_step, steps_by_outcome (mean steps of success / failure / limit)
@@ -93,17 +97,21 @@ def memory_drift_metrics(episodes: list[dict]) -> dict:
     keys_at: list[list[int]] = []
     by_outcome: dict[str, list[int]] = {"success": [], "failure": [], "limit": []}
     tokens = []
+    unreadable = 0
     for episode in episodes:
-        key_sets = [_keys(m) for m in episode["memories"]]
+        memories = episode["memories"]
+        key_sets = [_keys(m) for m in memories]
+        unreadable += sum(not isinstance(m, dict) for m in memories)
         every_key = frozenset().union(*key_sets)
         distinct += len(every_key)
         generic += sum(is_generic_key(key, episode["task"]) for key in every_key)
-        if len(key_sets) >= 2:
+        if len(memories) >= 2 and isinstance(memories[0], dict) and isinstance(memories[-1], dict):
             long_enough += 1
             persistent += key_sets[0] == key_sets[-1]
-        for before, after in zip(key_sets, key_sets[1:]):
-            pairs += 1
-            unchanged += before == after
+        for index in range(len(memories) - 1):
+            if isinstance(memories[index], dict) and isinstance(memories[index + 1], dict):
+                pairs += 1
+                unchanged += key_sets[index] == key_sets[index + 1]
         for index, keys in enumerate(key_sets):
             if index == len(keys_at):
                 keys_at.append([])
@@ -116,6 +124,7 @@ def memory_drift_metrics(episodes: list[dict]) -> dict:
         "distinct_keys": distinct,
         "key_persistence": persistent / long_enough if long_enough else None,
         "adjacent_unchanged": unchanged / pairs if pairs else None,
+        "unreadable_memory_share": unreadable / sum(map(len, keys_at)) if keys_at else None,
         "keys_per_step": [sum(counts) / len(counts) for counts in keys_at],
         "keys_per_step_mean": _mean(n for counts in keys_at for n in counts),
         "response_tokens_per_step": _mean(tokens),
