@@ -61,6 +61,9 @@ def test_the_mount_serves_package_files_and_nothing_outside_it():
         web.mount("miniwob", miniwob.html_dir())
         with urllib.request.urlopen(web.origin + "/miniwob/core/core.js") as response:
             assert "javascript" in response.headers["Content-Type"] and b"WOB_DONE_GLOBAL" in response.read()
+        posted = urllib.request.Request(web.origin + "/miniwob/core/core.js", data=b"x", method="POST")
+        with pytest.raises(urllib.error.HTTPError, match="405"):
+            urllib.request.urlopen(posted)
         for path in ("/miniwob/../../../etc/passwd", "/miniwob/%2e%2e/%2e%2e/setup.py", "/miniwob/nope.html"):
             with pytest.raises(urllib.error.HTTPError, match="404"):
                 urllib.request.urlopen(web.origin + path)

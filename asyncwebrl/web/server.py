@@ -130,6 +130,8 @@ class LocalWeb:
         segments = parts.path.split("/", 2)  # ["", site_id, rest]
         site_id = segments[1] if len(segments) > 1 else ""
         if site_id in self._mounts:
+            if method != "GET":   # static files are read, never posted to
+                return 405, {"Content-Type": "text/plain", "Allow": "GET"}, b"method not allowed"
             return _static_file(self._mounts[site_id], urllib.parse.unquote(segments[2] if len(segments) > 2 else ""))
         try:
             site = self.site(site_id)
