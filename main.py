@@ -3,6 +3,12 @@
     python main.py                                     # embedded default (train mode)
     python main.py --mode=eval --config.policy=oracle  # evaluate on the local test sites
     python main.py --mode=eval --config=configs/miniwob.py --config.policy=random   # MiniWoB++
+
+Several processes (hosts, or launch/local_multiprocess.sh on one machine) run the same
+command with --coordinator=HOST:PORT --num_processes=N --process_id=I, or with the
+JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID variables, or
+--coordinator=auto on Cloud TPU (asyncwebrl/distributed.py). Process 0 writes the run
+directory; every process writes its part of the checkpoints.
 """
 
 from __future__ import annotations
@@ -27,6 +33,10 @@ from asyncwebrl.web.tasks import generate_tasks, select_balanced, write_jsonl
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Experiment configuration file.")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/default", "Run directory (tasks, results, checkpoints).")
 _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval"], "What to run.")
+_COORDINATOR = flags.DEFINE_string("coordinator", "", "host:port of process 0 of a multi-process run, or 'auto' "
+                                   "(Cloud TPU); default: $JAX_COORDINATOR_ADDRESS, else one process.")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", 0, "Processes in the run (default: $JAX_NUM_PROCESSES).")
+_PROCESS_ID = flags.DEFINE_integer("process_id", -1, "This process's index (default: $JAX_PROCESS_ID).")
 
 
 def make_policy(config, web: LocalWeb, store: ScreenshotStore):
@@ -52,7 +62,8 @@ def make_policy(config, web: LocalWeb, store: ScreenshotStore):
     raise app.UsageError(f"unknown policy {config.policy!r}: choose model, oracle, random or scripted")
 
 
-def load_split(config, split: str, workdir: str):
+def load_split(config, split: str, workdir: str | None):
+    """The split's tasks; local ones are also written to workdir/tasks (unless workdir is None)."""
     if split not in ("train", "test"):
         raise app.UsageError(f"split must be train or test, got {split!r}")
     if config.tasks.source == "webgym":
@@ -70,13 +81,14 @@ def load_split(config, split: str, workdir: str):
         raise app.UsageError(f"unknown task source {config.tasks.source!r}: local, webgym or miniwob")
     sites = config.tasks.train_sites_per_variant if split == "train" else config.tasks.test_sites_per_variant
     tasks = generate_tasks(split, sites)
-    os.makedirs(os.path.join(workdir, "tasks"), exist_ok=True)
-    write_jsonl(tasks, os.path.join(workdir, "tasks", f"{split}.jsonl"))
+    if workdir is not None:
+        os.makedirs(os.path.join(workdir, "tasks"), exist_ok=True)
+        write_jsonl(tasks, os.path.join(workdir, "tasks", f"{split}.jsonl"))
     logging.info("%d %s tasks on %d sites", len(tasks), split, len({t.local["site"] for t in tasks}))
     return tasks
 
 
-def evaluation_tasks(config, split: str, workdir: str):
+def evaluation_tasks(config, split: str, workdir: str | None):
     """The tasks evaluated: eval.num_tasks of the split, spread over difficulty levels
     (MiniWoB++: cycling over the configured pages, a new seed each round)."""
     tasks = load_split(config, split, workdir)
@@ -106,14 +118,38 @@ def evaluate(config, workdir: str) -> dict:
     return summary
 
 
-def train(config, workdir: str) -> None:
+def train(config, workdir: str, leader: bool) -> None:
     """Warm start on oracle demonstrations, then asynchronous RL, evaluated before and after
     on the held-out test sites (asyncwebrl/runtime/training.py)."""
     from asyncwebrl.runtime.training import train as train_run  # JAX loads only when training
 
-    train_tasks = load_split(config, "train", workdir)
-    test_tasks = evaluation_tasks(config, "test", workdir)
+    record = workdir if leader else None   # process 0 writes the task lists
+    train_tasks = load_split(config, "train", record)
+    test_tasks = evaluation_tasks(config, "test", record)
     train_run(config, workdir, train_tasks, test_tasks)
+
+
+def join_process_group() -> bool:
+    """Join the multi-process run these flags or JAX_* variables describe (before anything
+    uses a device); True if this process is its leader (process 0) or runs alone."""
+    if not (_COORDINATOR.value or os.environ.get("JAX_COORDINATOR_ADDRESS")):
+        return True   # one process (and JAX stays unloaded unless a model is used)
+    from asyncwebrl.distributed import process_group
+
+    try:
+        group = process_group(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+    except ValueError as error:
+        raise app.UsageError(str(error)) from None
+    if _MODE.value == "eval":
+        raise app.UsageError("--mode=eval runs as one process: leave out --coordinator and JAX_COORDINATOR_ADDRESS")
+    import jax
+
+    from asyncwebrl.distributed import initialize
+
+    initialize(group)
+    logging.warning("process %d of %d (%d local devices, %d in all)", jax.process_index(), jax.process_count(),
+                    jax.local_device_count(), jax.device_count())
+    return jax.process_index() == 0
 
 
 def main(argv):
@@ -122,13 +158,15 @@ def main(argv):
     config = _CONFIG.value
     if not flags.FLAGS["verbosity"].present:   # libraries' info logs drown the progress lines
         logging.set_verbosity(logging.WARNING)
+    leader = join_process_group()
     os.makedirs(_WORKDIR.value, exist_ok=True)
-    with open(os.path.join(_WORKDIR.value, "config.json"), "w") as f:
-        f.write(config.to_json_best_effort(indent=2))
+    if leader:
+        with open(os.path.join(_WORKDIR.value, "config.json"), "w") as f:
+            f.write(config.to_json_best_effort(indent=2))
     if _MODE.value == "eval":
         evaluate(config, _WORKDIR.value)
     else:
-        train(config, _WORKDIR.value)
+        train(config, _WORKDIR.value, leader)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,13 @@ only exist because there are several processes:
     group = process_group()            # from arguments or JAX_COORDINATOR_ADDRESS, ...
     initialize(group)                  # before anything else touches a device
     rows = gather(local_rows)          # every process's rows, in process order, everywhere
+    if any_process(stopping, "update/7"): ...   # a flag agreed on without a collective
+    addressable_copy(learner.params)   # global arrays as host values (for a local sampler)
     fingerprint(learner.params)        # one hash of the global parameters (same on all)
+
+Process 0 is the leader: it alone writes the run directory (metrics, evaluations, the
+sample of trajectories); every process takes part in checkpoints (orbax writes each
+process's shards), so the checkpoint directory must be one that all hosts see.
 
 Environment: JAX_COORDINATOR_ADDRESS (host:port of process 0), JAX_NUM_PROCESSES,
 JAX_PROCESS_ID. With JAX_COORDINATOR_ADDRESS=auto, jax.distributed finds them itself
@@ -20,6 +26,7 @@ import dataclasses
 import hashlib
 import os
 import pickle
+import time
 
 import jax
 import numpy as np
@@ -60,6 +67,52 @@ def initialize(group: ProcessGroup | None) -> None:
                                    process_id=group.index)
 
 
+def is_leader() -> bool:
+    return jax.process_index() == 0
+
+
+def share(items: list) -> list:
+    """This process's share of `items` (every count-th from its index), for work that is
+    split between processes and gathered again (evaluation episodes, demonstrations)."""
+    return list(items)[jax.process_index()::jax.process_count()]
+
+
+def per_process(total: int, what: str) -> int:
+    """Each process's part of a global count (e.g. the groups of one update)."""
+    count = jax.process_count()
+    if total % count:
+        raise ValueError(f"{what} = {total} does not split evenly over {count} processes")
+    return total // count
+
+
+def any_process(flag: bool, name: str, timeout_s: float = 3600.0) -> bool:
+    """True on every process if `flag` is true on any of them; `name` must be new for each
+    round (e.g. the update number). The processes meet in the coordination service's
+    key-value store, polled once a second, rather than in a collective: a process may wait
+    here for minutes while its peers collect episodes, and it must still see its own
+    signals (SIGTERM) meanwhile. Raises TimeoutError when a peer does not report."""
+    if jax.process_count() == 1:
+        return flag
+    # jax.distributed exposes its key-value store only through this private handle (JAX 0.10)
+    from jax._src.distributed import global_state
+
+    client = global_state.client
+    client.key_value_set(f"asyncwebrl/{name}/{jax.process_index()}", "1" if flag else "0")
+    deadline = time.monotonic() + timeout_s
+    flags = []
+    for index in range(jax.process_count()):
+        while True:
+            try:
+                flags.append(client.blocking_key_value_get(f"asyncwebrl/{name}/{index}", 1000) == "1")
+                break
+            except jax.errors.JaxRuntimeError as error:
+                if "DEADLINE_EXCEEDED" not in str(error):
+                    raise
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"process {index} did not reach {name!r} within {timeout_s:.0f} s") from None
+    return any(flags)
+
+
 def gather(items: list) -> list:
     """Every process's `items` (any picklable objects: step rows, trajectories' digests),
     concatenated in process order, on every process. One process: the items themselves."""
@@ -75,15 +128,24 @@ def gather(items: list) -> list:
     return [item for row, size in zip(everyone, sizes) for item in pickle.loads(row[:size].tobytes())]
 
 
+def addressable_copy(tree):
+    """`tree` with every array that spans other processes replaced by its global value on
+    this host (a collective: all processes call it together). A sampler on this host's
+    devices takes the learner's parameters this way; one process: `tree` itself."""
+    def local(leaf):
+        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+            from jax.experimental import multihost_utils
+
+            return np.asarray(multihost_utils.process_allgather(leaf, tiled=True))
+        return leaf
+    return jax.tree.map(local, tree)
+
+
 def fingerprint(tree) -> str:
     """SHA-256 over every leaf of a (possibly sharded, multi-process) pytree of arrays, as
     global values: equal on every process, and equal to a one-process run's with the same values."""
-    from jax.experimental import multihost_utils
-
     digest = hashlib.sha256()
-    for leaf in jax.tree.leaves(tree):
-        if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
-            leaf = multihost_utils.process_allgather(leaf, tiled=True)
+    for leaf in jax.tree.leaves(addressable_copy(tree)):
         value = np.ascontiguousarray(np.asarray(leaf))
         digest.update(f"{value.dtype}{value.shape}".encode())
         digest.update(value.tobytes())

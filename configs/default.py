@@ -80,6 +80,13 @@ def get_config() -> config_dict.ConfigDict:
     config.browser.step_deadline_s = 30.0  # a whole step; a page stuck longer is abandoned (crashed)
     config.browser.recycle_after = 200  # episodes per browser before it is replaced
 
+    # Where screenshots live while their keys travel (asyncwebrl/rollout/screenshots.py):
+    # "memory", or "file" under screenshots.path (a disk, or a directory all hosts share;
+    # with several processes each one's keys are kept apart under host<i>/)
+    config.screenshots = config_dict.ConfigDict()
+    config.screenshots.driver = "memory"
+    config.screenshots.path = ""
+
     config.eval = config_dict.ConfigDict()
     config.eval.split = "test"  # train | test
     config.eval.num_tasks = 6  # spread evenly over easy / medium / hard (0: no evaluation)
@@ -90,6 +97,9 @@ def get_config() -> config_dict.ConfigDict:
     config.train.max_updates = 3  # RL updates (learner versions published)
     config.train.checkpoint_every = 1  # updates between checkpoints (and one on SIGTERM)
     config.train.keep_checkpoints = 2
+    # write W/fingerprint.<process>, a hash of the final global parameters (equal on every
+    # process of a multi-process run; launch/local_multiprocess.sh turns it on)
+    config.train.fingerprint = False
 
     config.sft = config_dict.ConfigDict()  # the supervised warm start on oracle demonstrations
     config.sft.steps = 24  # 0 = start RL from the model as loaded
@@ -100,8 +110,8 @@ def get_config() -> config_dict.ConfigDict:
     config.rl = config_dict.ConfigDict()
     config.rl.eta = 2  # staleness bound in versions; 0 = synchronous RL
     config.rl.group_size = 3  # episodes per task group (G)
-    config.rl.groups_per_batch = 1  # informative groups per update (B)
-    config.rl.max_running_groups = 2  # task groups in flight at once
+    config.rl.groups_per_batch = 1  # informative groups per update (B; split evenly over processes)
+    config.rl.max_running_groups = 2  # task groups in flight at once (per process)
     # Dynamic sampling drops groups whose rewards are all equal (no signal). Off here: the
     # tiny warm-started policy rarely succeeds, and waiting for informative groups would
     # stall the embedded run; instruct.py / thinking.py keep it on, as the paper does.
@@ -128,9 +138,10 @@ def get_config() -> config_dict.ConfigDict:
     config.optimizer.warmup_steps = 0
     config.optimizer.final_lr_fraction = 0.1
 
-    # Devices (DESIGN.md §5): the first `count` (-1 = all); of those the first `sampler`
-    # serve the sampler and the rest the learner (0 = both share every one). The learner's
-    # mesh axes: data x fsdp x tensor over its devices, one may be -1 (fill).
+    # Devices (DESIGN.md §5), per host: the first `count` (-1 = all); of those the first
+    # `sampler` serve this host's sampler and the rest the learner (0 = both share every
+    # one). The learner's mesh spans the learner devices of every host (asyncwebrl/
+    # distributed.py); its axes: data x fsdp x tensor, one may be -1 (fill).
     config.devices = config_dict.ConfigDict()
     config.devices.count = 1  # the embedded default: one CPU device
     config.devices.sampler = 0

@@ -4,7 +4,9 @@
 #   2. a Chromium that Playwright can drive. Playwright's own build where it can be
 #      downloaded; otherwise the system package (apt). AsyncWebRL always launches it
 #      through an explicit executable path (asyncwebrl/rollout/browser.py).
-# Set ASYNCWEBRL_BROWSER=system to skip the Playwright download attempt (offline CI).
+# Set ASYNCWEBRL_BROWSER=system to skip the Playwright download attempt (offline CI), and
+# JAX_EXTRA=tpu (Cloud TPU VMs) or JAX_EXTRA=cuda12 (NVIDIA GPUs) for JAX's accelerator
+# build; without it JAX runs on the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +16,10 @@ PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -r requirements.txt
+if [ -n "${JAX_EXTRA:-}" ]; then
+  jax_version=$(.venv/bin/python -c 'import jax; print(jax.__version__)')
+  .venv/bin/python -m pip install -q "jax[$JAX_EXTRA]==$jax_version"
+fi
 
 have_chromium() { .venv/bin/python -c 'from asyncwebrl.rollout.browser import find_chromium; print(find_chromium())' 2>/dev/null; }
 

@@ -61,3 +61,14 @@ def test_bad_driver_settings():
         ScreenshotStore("s3")
     with pytest.raises(ValueError):
         ScreenshotStore("file")
+
+
+def test_hosts_sharing_a_directory_keep_their_keys_apart(tmp_path):
+    """Two hosts put the same screenshot; one frees it; the other's copy stays."""
+    path = str(tmp_path / "shared")
+    host0, host1 = ScreenshotStore("file", path, namespace="host0/"), ScreenshotStore("file", path, namespace="host1/")
+    mine, theirs = host0.put(png(5)), host1.put(png(5))
+    assert mine != theirs and mine.startswith("host0/") and theirs.startswith("host1/")
+    host0.free([mine])
+    assert host0.keys() == [] and host1.keys() == [theirs]
+    assert host1.get(theirs) == png(5)

@@ -7,7 +7,9 @@ episodes of a group) are stored once. Every holder of a key counts as a referenc
 trajectory's keys once it has consumed or rejected it, evaluation once it has judged.
 
 Drivers: "memory" (the default; one process) or "file" (a directory; for spilling to
-disk or sharing between hosts, where each host's keys are the same content addresses).
+disk, or shared between hosts, e.g. on NFS or a gcsfuse-mounted bucket). Reference counts
+live in the process that put the keys, so hosts sharing a directory keep their keys apart
+with a `namespace` prefix ("host3/"): one host's free never deletes another's screenshot.
 The PNG bytes are the stored form: PNG is already compressed, and the sampler decodes
 only what it feeds the model.
 """
@@ -39,7 +41,7 @@ def content_key(png: bytes) -> str:
 
 
 class ScreenshotStore:
-    def __init__(self, driver: str = "memory", path: str = ""):
+    def __init__(self, driver: str = "memory", path: str = "", namespace: str = ""):
         if driver == "memory":
             spec = {"driver": "memory"}
         elif driver == "file":
@@ -50,6 +52,7 @@ class ScreenshotStore:
             raise ValueError(f"unknown screenshot store driver {driver!r} (memory or file)")
         # fsync per write buys nothing for data that lives a few minutes.
         self._kv = ts.KvStore.open(spec, context=ts.Context({"file_io_sync": False})).result()
+        self.namespace = namespace
         self._refs: dict[str, int] = {}
         self._sizes: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -57,7 +60,7 @@ class ScreenshotStore:
 
     def _reference(self, png: bytes) -> tuple[str, bool]:
         """Count one more reference to this content; True if it must be written."""
-        key = content_key(png)
+        key = self.namespace + content_key(png)
         with self._lock:
             self.stats.puts += 1
             if key in self._refs:
@@ -124,5 +127,7 @@ class ScreenshotStore:
             return self._refs.get(key, 0)
 
     def keys(self) -> list[str]:
-        """Keys actually present in the underlying store (for leak checks)."""
-        return [k.decode() for k in self._kv.list().result()]
+        """Keys of this namespace actually present in the underlying store (for leak checks)."""
+        listed = self._kv.list(ts.KvStore.KeyRange(inclusive_min=self.namespace,
+                                                   exclusive_max=self.namespace + "\U0010ffff")).result()
+        return [k.decode() for k in listed]

@@ -55,24 +55,30 @@ def restore_trained(config, model: nnx.Module) -> nnx.Module:
 def device_meshes(config) -> tuple[Mesh, Mesh]:
     """(sampler mesh, learner mesh) of config.devices (DESIGN.md §5).
 
-    devices.count: how many devices the run uses, the first ones (-1: all).
-    devices.sampler: of those, the first N serve the sampler and the rest the learner;
-    0 = both use every one (and with a single device they always share it). The learner's mesh is
-    config.mesh (data x fsdp x tensor, one axis may be -1 = fill); the sampler keeps its
-    weights tensor-parallel over its devices."""
+    devices.count: how many devices of each host (process) the run uses, the first ones
+    (-1: all). devices.sampler: of those, the first N serve this host's sampler and the
+    rest the learner; 0 = both use every one (and with a single device they always share
+    it). The sampler mesh holds this host's sampler devices only; the learner's mesh is
+    config.mesh (data x fsdp x tensor, one axis may be -1 = fill) over the learner devices
+    of every host. The sampler keeps its weights tensor-parallel over its devices."""
     d = config.devices
-    available = jax.devices()
-    count = len(available) if d.count == -1 else d.count
-    if not 1 <= count <= len(available):
-        raise ValueError(f"devices.count = {d.count}, but {len(available)} devices are available")
-    used = available[:count]
-    if d.sampler == 0 or count == 1:
-        sampler, learner = used, used
-    elif 0 < d.sampler < count:
-        sampler, learner = used[:d.sampler], used[d.sampler:]
-    else:
+    local = jax.local_devices()
+    count = len(local) if d.count == -1 else d.count
+    if not 1 <= count <= len(local):
+        raise ValueError(f"devices.count = {d.count}, but this host has {len(local)} devices")
+    if not (d.sampler == 0 or count == 1 or 0 < d.sampler < count):
         raise ValueError(f"devices.sampler = {d.sampler}: give the sampler 1 to {count - 1} of the {count} devices, "
                          "or 0 to share them all with the learner")
+    split = 0 if d.sampler == 0 or count == 1 else d.sampler
+
+    def roles(devices):   # (sampler devices, learner devices) of one host
+        used = devices[:count]
+        return (used[:split], used[split:]) if split else (used, used)
+
+    sampler = roles(local)[0]
+    hosts = sorted({device.process_index for device in jax.devices()})
+    learner = [device for host in hosts
+               for device in roles([x for x in jax.devices() if x.process_index == host])[1]]
     if config.model.attention == "pallas" and max(len(sampler), len(learner)) > 1:
         raise ValueError(f"model.attention = 'pallas' runs on single-device meshes for now (the kernels are not yet "
                          f"wrapped in shard_map); the sampler has {len(sampler)} devices and the learner "

@@ -8,6 +8,11 @@
     caller's thread    the learner loop: B groups -> advantages -> step rows -> update ->
                        publish -> free screenshot keys -> metrics -> checkpoint
 
+Several processes (asyncwebrl/distributed.py) each run all three; their learner loops
+meet once per update: each brings B / P groups of its own collector, the step rows of
+all processes train one sharded learner, and every host's sampler takes the result. They
+also agree on stopping: if any process was stopped, all stop before the same update.
+
 The synchronous baseline is this same loop with eta = 0 (the gate then pauses
 admission while the learner updates) and, optionally, fresh browsers every round.
 `stop()` (e.g. from a SIGTERM handler) ends the loop after the update in progress; the
@@ -22,6 +27,7 @@ import logging
 import threading
 import time
 
+from asyncwebrl import distributed
 from asyncwebrl.learner.learner import Learner
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.records import Trajectory
@@ -88,17 +94,11 @@ class Orchestrator:
         collector = threading.Thread(target=self._collect_thread, name="collector", daemon=True)
         collector.start()
         update = updates_done
-        last_report = time.monotonic()
         try:
-            while update < self.settings.max_updates and not self.stopping:
-                groups = self.buffer.take(self.buffer.groups_per_batch, timeout=1.0)
-                if self._collector_error is not None:
-                    raise RuntimeError("the collector failed") from self._collector_error
-                if groups is None:
-                    if time.monotonic() - last_report > self.settings.wait_report_s:
-                        logging.warning("learner waiting for groups: %s", self.buffer.snapshot())
-                        last_report = time.monotonic()
-                    continue
+            while update < self.settings.max_updates:
+                groups = self._next_groups()
+                if distributed.any_process(groups is None, f"update/{update + 1}"):
+                    break
                 update += 1
                 self._update(update, groups)
         finally:
@@ -110,12 +110,26 @@ class Orchestrator:
                 logging.warning("the collector did not stop within 120 s")
         return update
 
+    def _next_groups(self) -> list[Group] | None:
+        """This process's groups for the next update; None once stop() is called."""
+        last_report = time.monotonic()
+        while not self.stopping:
+            groups = self.buffer.take(self.buffer.groups_per_batch, timeout=1.0)
+            if self._collector_error is not None:
+                raise RuntimeError("the collector failed") from self._collector_error
+            if groups is not None:
+                return groups
+            if time.monotonic() - last_report > self.settings.wait_report_s:
+                logging.warning("learner waiting for groups: %s", self.buffer.snapshot())
+                last_report = time.monotonic()
+        return None
+
     def _update(self, update: int, groups: list[Group]) -> None:
         trajectories = [t for g in groups for t in g.members]
         s = self.settings
         advantages = episode_advantages(trajectories, kind=s.kind, normalizer=s.normalizer, k=s.k)
         started = time.perf_counter()
-        rows = step_rows(trajectories, advantages, self.store, self.processor)
+        rows = distributed.gather(step_rows(trajectories, advantages, self.store, self.processor))
         rows_built = time.perf_counter()
         measurements = self.learner.update(rows)
         self.engine.publish(self.learner.params, self.learner.version)

@@ -102,6 +102,33 @@ class RunDirectory:
             self._events.close()
 
 
+class FollowerDirectory(RunDirectory):
+    """The run directory as the processes other than process 0 see it (asyncwebrl/
+    distributed.py): the same paths (checkpoints, which every process writes its part of),
+    and nothing else written; process 0 writes metrics, episodes, trajectories and results."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def log(self, record: dict, step: int) -> None:
+        pass
+
+    def log_episodes(self, episodes: list[dict], update: int) -> None:
+        pass
+
+    def save_trajectory(self, trajectory: Trajectory, store: ScreenshotStore, label: str) -> None:
+        pass
+
+    def write_json(self, name: str, value: dict) -> None:
+        pass
+
+    def records(self) -> list[dict]:
+        raise RuntimeError("only process 0 keeps the metrics")
+
+    def close(self) -> None:
+        pass
+
+
 class Progress:
     """One status line per update: a live line on a terminal, plain lines in logs."""
 

@@ -10,18 +10,27 @@
 A run restarted on the same workdir resumes from its latest checkpoint: parameters,
 optimiser state, version, the task sampler's position and the group counters come back
 (and the warm start and the "before" evaluation are not repeated).
+
+As several processes (asyncwebrl/distributed.py) every process collects with its own
+browsers and sampler, demonstrations and evaluation episodes are split between them and
+gathered, the learner trains on everyone's rows, and process 0 alone writes the run
+directory. Each process keeps its own task-sampler position and counters (the checkpoint
+holds all of them); metrics add the counters up.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import random
 import signal
 import time
 
+import jax
 import numpy as np
 
+from asyncwebrl import distributed
 from asyncwebrl.analysis.memory_drift import episode_record, memory_drift_metrics
 from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.records import Task
@@ -34,13 +43,13 @@ from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize
 from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, TaskSampler
 from asyncwebrl.runtime.orchestrator import Orchestrator, PoolSettings, RLSettings
 from asyncwebrl.runtime.rows import step_rows
-from asyncwebrl.runtime.rundir import Progress, RunDirectory
+from asyncwebrl.runtime.rundir import FollowerDirectory, Progress, RunDirectory
 from asyncwebrl.runtime.settings import episode_settings, make_environment, pool_arguments, prompt_builder
 from asyncwebrl.web.server import LocalWeb
 
 
 def train(config, workdir: str, train_tasks: list[Task], test_tasks: list[Task]) -> dict:
-    run = RunDirectory(workdir)
+    run = RunDirectory(workdir) if distributed.is_leader() else FollowerDirectory(workdir)
     try:
         with LocalWeb() as web, CheckpointStore(run.file("checkpoints"), keep=config.train.keep_checkpoints) as ckpt:
             return _train(config, run, web, ckpt, train_tasks, test_tasks)
@@ -56,7 +65,8 @@ def _train(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStor
         if config.sft.steps > 0:
             model = warm_start(config, run, web, processor, model, train_tasks)
             learner = make_learner(config, model, "rl")   # RL starts with fresh optimiser moments
-        runtime = {"updates": 0, "task_position": 0, "counts": dataclasses.asdict(GroupCounts())}
+        fresh = {"task_position": 0, "counts": dataclasses.asdict(GroupCounts())}
+        runtime = {"updates": 0, "processes": [fresh] * jax.process_count()}
         checkpoints.save(0, learner.state, runtime)
         before = evaluate_model(config, web, learner.model(), processor, test_tasks, "before RL")
         if before is not None:
@@ -67,12 +77,18 @@ def _train(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStor
         print(f"resumed from checkpoint {step}: update {runtime['updates']}, version {learner.version}", flush=True)
         before = run.read_json("eval_before.json")
     updates = rl_phase(config, run, web, checkpoints, learner, processor, train_tasks, runtime)
+    if config.train.fingerprint:   # every process: a hash of the global parameters (launch/local_multiprocess.sh)
+        fingerprint = distributed.fingerprint(learner.params)
+        with open(run.file(f"fingerprint.{jax.process_index()}"), "w") as f:
+            f.write(fingerprint + "\n")
     if updates < config.train.max_updates:
         print(f"stopped after update {updates}; run again with the same --workdir to resume")
         return {"stopped_at_update": updates}
     after = evaluate_model(config, web, learner.model(), processor, test_tasks, "after RL")
     if after is not None:
         run.write_json("eval.json", after)
+    if not distributed.is_leader():
+        return {}
     summary = closing_summary(run, before, after)
     run.write_json("summary.json", summary)
     return summary
@@ -85,18 +101,21 @@ def warm_start(config, run: RunDirectory, web: LocalWeb, processor, model, tasks
     if config.tasks.source != "local":
         raise ValueError("the warm start's oracle only knows local tasks: set --config.sft.steps=0 "
                          f"for tasks.source={config.tasks.source!r}")
-    store = ScreenshotStore()
+    store = screenshot_store(config)
     demo_tasks = random.Random(config.seed).sample(tasks, min(config.sft.demo_tasks, len(tasks)))
     teacher = TeacherPolicy(OraclePolicy(web.session), processor, store, prompt_builder(config))
-    demos, seconds = asyncio.run(run_tasks(demo_tasks, teacher, LocalEnvironment(web),
+    demos, seconds = asyncio.run(run_tasks(distributed.share(demo_tasks), teacher, LocalEnvironment(web),
                                            episode_settings(config, "train"), store=store,
                                            free_screenshots=False, label="demonstrations",
                                            **pool_arguments(config)))
     solved = [t for t in demos if t.success]
     rows = step_rows(solved, np.zeros(len(solved)), store, processor)
     store.free([k for t in demos for k in t.screenshot_keys()])
+    rows = distributed.gather(rows)   # every process trains on everyone's rows, in process order
+    reports = distributed.gather([(len(solved), seconds)])
+    solved_count, seconds = sum(n for n, _ in reports), max(s for _, s in reports)
     fitting = [r for r in rows if len(r) <= config.learner.row_length]
-    print(f"[sft] {len(solved)}/{len(demos)} demonstrations solved, {len(rows)} step rows "
+    print(f"[sft] {solved_count}/{len(demo_tasks)} demonstrations solved, {len(rows)} step rows "
           f"({len(rows) - len(fitting)} longer than learner.row_length left out), {seconds:.0f}s")
     rows = fitting
     if not rows:
@@ -120,14 +139,17 @@ def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], l
     if not tasks:
         print(f"[eval] {label}: skipped (eval.num_tasks = 0)")
         return None
-    store = ScreenshotStore()
+    store = screenshot_store(config)
     with make_engine(config, model, processor, config.eval.temperature) as engine:
         policy = make_model_policy(config, engine, processor, store)
-        trajectories, seconds = asyncio.run(run_tasks(tasks, policy, make_environment(config, web, store),
+        trajectories, seconds = asyncio.run(run_tasks(distributed.share(tasks), policy,
+                                                      make_environment(config, web, store),
                                                       episode_settings(config, "test"), store=store,
                                                       **pool_arguments(config)))
-    summary = summarize(trajectories, seconds)
-    print(f"[eval] {label}:\n{format_table(summary)}", flush=True)
+    reports = distributed.gather([(trajectories, seconds)])   # each process ran its share
+    summary = summarize([t for part, _ in reports for t in part], max(s for _, s in reports))
+    if distributed.is_leader():
+        print(f"[eval] {label}:\n{format_table(summary)}", flush=True)
     return summary
 
 
@@ -162,45 +184,50 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None) 
 def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStore, learner, processor,
              train_tasks: list[Task], runtime: dict) -> int:
     """Asynchronous GRPO until config.train.max_updates; returns the updates done."""
-    store = ScreenshotStore()
-    counts = GroupCounts(**runtime["counts"])
+    store = screenshot_store(config)
+    own = own_runtime(runtime)
+    counts = GroupCounts(**own["counts"])
     engine = make_engine(config, learner.model(), processor, config.rl.temperature, version=learner.version)
     started, updates_at_start = time.monotonic(), runtime["updates"]
-    episodes_at_start = counts.episodes
+    episodes_at_start = sum(distributed.gather([counts.episodes]))
     progress = Progress(config.train.max_updates)
     state = {"saved": runtime["updates"]}
 
     def checkpoint(update: int) -> None:
-        checkpoints.save(update, learner.state, {"updates": update, "task_position": buffer.sampler.position,
-                                                 "counts": dataclasses.asdict(buffer.counts)})
+        processes = distributed.gather([{"task_position": buffer.sampler.position,
+                                         "counts": dataclasses.asdict(buffer.counts)}])
+        checkpoints.save(update, learner.state, {"updates": update, "processes": processes})
         state["saved"] = update
 
     def on_update(update: int, measured: dict, groups) -> None:
         wall = time.monotonic() - started
-        snapshot = buffer.snapshot()
         members = [t for g in groups for t in g.members]
+        # every process's trained episodes and counters (the sampler and learner times are this one's)
+        reports = distributed.gather([([episode_record(t) for t in members], buffer.snapshot())])
+        episodes = [e for part, _ in reports for e in part]
+        snapshot = {name: sum(s[name] for _, s in reports) for name in reports[0][1] if name != "version"}
+        steps = [(len(e["memories"]), e["success"]) for e in episodes]
         sampler_seconds = engine.busy_seconds()
         record = {
             "phase": "rl", "update": update, "version": measured["version"], "episodes": snapshot["episodes"],
-            "success_rate": float(np.mean([t.success for t in members])),
+            "success_rate": float(np.mean([success for _, success in steps])),
             "staleness_mean": measured["staleness_mean"], "staleness_max": measured["staleness_max"],
             "clip_ratio": measured["clip_ratio"], "behave_cap_ratio": measured["behave_cap_ratio"],
             "dual_clip_ratio": measured["dual_clip_ratio"], "approx_kl": measured["approx_kl"],
             "importance_weight_mean": measured["importance_weight_mean"],
             "loss": measured["loss"], "grad_norm": measured["grad_norm"], "learning_rate": measured["learning_rate"],
             "tokens_per_step": measured["tokens_per_step"], "rows": measured["rows"],
-            "steps_per_episode": float(np.mean([len(t.steps) for t in members])),
-            "steps_per_success": _mean([len(t.steps) for t in members if t.success]),
-            "steps_per_failure": _mean([len(t.steps) for t in members if not t.success]),
+            "steps_per_episode": float(np.mean([n for n, _ in steps])),
+            "steps_per_success": _mean([n for n, success in steps if success]),
+            "steps_per_failure": _mean([n for n, success in steps if not success]),
             "trajectories_per_hour": 3600.0 * (snapshot["episodes"] - episodes_at_start) / max(wall, 1e-9),
             "sampler_busy": min(1.0, sampler_seconds / max(wall, 1e-9)),
             "learner_busy": min(1.0, orchestrator.busy["learner_seconds"] / max(wall, 1e-9)),
             "update_seconds": measured["seconds"], "rows_seconds": measured["rows_seconds"],
             "groups_dropped_uniform": snapshot["dropped_uniform"], "groups_dropped_too_few": snapshot["dropped_too_few"],
             "groups_rejected_stale": snapshot["rejected_stale"], "episodes_crashed": snapshot["episodes_crashed"],
-            "screenshots_held": store.stats.entries, "wall_seconds": wall,
+            "screenshots_held": store.stats.entries, "wall_seconds": wall, "processes": len(reports),
         }
-        episodes = [episode_record(t) for t in members]
         drift = memory_drift_metrics(episodes)
         record.update({
             "memory_generic_key_share": drift["generic_key_share"], "memory_key_persistence": drift["key_persistence"],
@@ -211,14 +238,15 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
         run.log(record, update)
         run.log_episodes(episodes, update)
         run.save_trajectory(members[0], store, f"update_{update:06d}")
-        progress.show(record)
+        if distributed.is_leader():
+            progress.show(record)
         if update % config.train.checkpoint_every == 0 or update == config.train.max_updates:
             checkpoint(update)
 
     orchestrator = make_orchestrator(
         config, learner=learner, engine=engine, policy=make_model_policy(config, engine, processor, store),
         environment=make_environment(config, web, store), store=store, processor=processor, tasks=train_tasks,
-        task_position=runtime["task_position"], counts=counts, on_update=on_update)
+        task_position=own["task_position"], counts=counts, on_update=on_update)
     buffer = orchestrator.buffer
 
     def on_signal(signum, frame):
@@ -245,11 +273,14 @@ def make_orchestrator(config, *, learner, engine, policy, environment, store: Sc
                       tasks: list[Task], task_position: int = 0, counts: GroupCounts | None = None,
                       on_update=lambda update, measured, groups: None, make_pool=None) -> Orchestrator:
     """The asynchronous trainer of config.rl / config.loss, with its group buffer
-    (orchestrator.buffer) drawing from `tasks`; a synchronous one when config.rl.eta = 0."""
+    (orchestrator.buffer) drawing from `tasks`; a synchronous one when config.rl.eta = 0.
+    With several processes, this process's part: rl.groups_per_batch / processes groups
+    per update, max_running_groups on its own browsers."""
     rl = config.rl
-    buffer = GroupBuffer(group_size=rl.group_size, groups_per_batch=rl.groups_per_batch, eta=rl.eta,
-                         max_running=rl.max_running_groups,
-                         sampler=TaskSampler(tasks, config.seed, position=task_position),
+    # each process collects its part of every update, from a task sequence of its own
+    buffer = GroupBuffer(group_size=rl.group_size, eta=rl.eta, max_running=rl.max_running_groups,
+                         groups_per_batch=distributed.per_process(rl.groups_per_batch, "rl.groups_per_batch"),
+                         sampler=TaskSampler(tasks, config.seed + jax.process_index(), position=task_position),
                          release=store.free, version=learner.version, counts=counts or GroupCounts(),
                          dynamic_sampling=rl.dynamic_sampling)
     return Orchestrator(
@@ -259,6 +290,27 @@ def make_orchestrator(config, *, learner, engine, policy, environment, store: Sc
                             normalizer=config.loss.normalizer, k=config.loss.k,
                             relaunch_browsers_each_round=rl.relaunch_browsers_each_round),
         on_update=on_update, make_pool=make_pool)
+
+
+def own_runtime(runtime: dict) -> dict:
+    """This process's task-sampler position and counters from a checkpoint's runtime.
+    Resumed on more processes than saved it, the new ones start afresh (each has a task
+    sequence of its own); on fewer, the positions and counters of the missing ones are dropped."""
+    processes = runtime["processes"]
+    if len(processes) != jax.process_count() and distributed.is_leader():
+        logging.warning("checkpoint of %d processes restored on %d: task positions of the processes that are "
+                        "not in both runs start afresh or are dropped", len(processes), jax.process_count())
+    index = jax.process_index()
+    if index < len(processes):
+        return processes[index]
+    return {"task_position": 0, "counts": dataclasses.asdict(GroupCounts())}
+
+
+def screenshot_store(config) -> ScreenshotStore:
+    """config.screenshots' store; with several processes each one's keys under host<i>/,
+    so hosts may share a file store without freeing each other's screenshots."""
+    namespace = f"host{jax.process_index()}/" if jax.process_count() > 1 else ""
+    return ScreenshotStore(config.screenshots.driver, config.screenshots.path, namespace=namespace)
 
 
 def _rounded(value, digits: int) -> float | None:

@@ -33,6 +33,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
+from asyncwebrl import distributed
 from asyncwebrl.model.inputs import IMAGE, ModelInputs, VisionFeatures, sequence_positions, vision_inputs
 from asyncwebrl.model.text import KVCache
 from asyncwebrl.parallel import SAMPLER_RULES, logical_spec, make_mesh, param_shardings
@@ -167,9 +168,11 @@ class Engine:
 
     def _private_copy(self, params) -> list:
         """The parameters on the engine's shardings, never sharing a buffer with the caller
-        (a learner donates its own buffers to the next update)."""
+        (a learner donates its own buffers to the next update). A learner that spans several
+        hosts is first gathered to this one (every process publishes together)."""
         if jax.tree.structure(params) != self._params_def:
             raise ValueError("published parameters do not have the engine model's structure")
+        params = distributed.addressable_copy(params)
         return jax.tree.leaves(jax.device_put(params, self._param_shardings, may_alias=False))
 
     def _model(self, leaves) -> nnx.Module:
