@@ -121,8 +121,12 @@ def gather(items: list) -> list:
     from jax.experimental import multihost_utils
 
     payload = np.frombuffer(pickle.dumps(list(items), protocol=pickle.HIGHEST_PROTOCOL), np.uint8)
-    sizes = np.asarray(multihost_utils.process_allgather(np.array([payload.size], np.int64))).reshape(-1)
-    padded = np.zeros(int(sizes.max()), np.uint8)
+    # sizes travel as 8 bytes each: without jax_enable_x64 an int64 array would become int32
+    # and overflow past 2 GiB (step rows with their pixels reach that at 2B scale)
+    size_bytes = np.frombuffer(np.array([payload.size], "<i8").tobytes(), np.uint8)
+    everyone_sizes = np.asarray(multihost_utils.process_allgather(size_bytes)).reshape(-1, 8)
+    sizes = [int(np.frombuffer(row.tobytes(), "<i8")[0]) for row in everyone_sizes]
+    padded = np.zeros(max(sizes), np.uint8)
     padded[:payload.size] = payload
     everyone = np.asarray(multihost_utils.process_allgather(padded)).reshape(len(sizes), -1)
     return [item for row, size in zip(everyone, sizes) for item in pickle.loads(row[:size].tobytes())]

@@ -15,6 +15,11 @@ Setting gpu: the 2B preset in bf16 with Pallas attention on the default device, 
 browser-free web of benchmarks/simulated_web.py (step latencies and episode lengths from
 the local browsers); prompts carry two real 1280x720 screenshots' worth of vision tokens.
 
+Several processes (one per GPU, or per host): start the same command in each with
+JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID set (asyncwebrl/
+distributed.py); every process collects with its own sampler, rl.groups_per_batch is
+split between them, and process 0 prints the counts of all of them.
+
 Measured between the end of update --skip and the end of the last one (compilation
 and start-up left out): finished episodes per hour, trained trajectories per hour
 (members of the groups the learner consumed), the sampler's and the learner's busy
@@ -38,6 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from asyncwebrl import distributed  # noqa: E402
 from asyncwebrl.rollout.screenshots import ScreenshotStore  # noqa: E402
 from asyncwebrl.runtime.build import build_model, make_engine, make_learner, make_model_policy  # noqa: E402
 from asyncwebrl.runtime.training import make_orchestrator  # noqa: E402
@@ -112,12 +118,14 @@ def run_variant(setting: str, config, web_step_s: float = 0.16) -> list[dict]:
 
     def on_update(update: int, measured: dict, groups) -> None:
         snapshot = orchestrator.buffer.snapshot()
-        marks.append({"update": update, "t": time.monotonic() - started, "episodes": snapshot["episodes"],
-                      "trained": sum(len(g.members) for g in groups), "learner_s": orchestrator.busy["learner_seconds"],
+        counts = distributed.gather([(snapshot["episodes"], sum(len(g.members) for g in groups))])   # every process's
+        marks.append({"update": update, "t": time.monotonic() - started, "episodes": sum(e for e, _ in counts),
+                      "trained": sum(t for _, t in counts), "learner_s": orchestrator.busy["learner_seconds"],
                       "sampler_s": engine.busy_seconds(), "staleness_mean": measured["staleness_mean"],
                       "staleness_max": measured["staleness_max"], "update_s": measured["seconds"],
                       "rejected_stale": snapshot["rejected_stale"], "crashed": snapshot["episodes_crashed"]})
-        print(json.dumps({"variant": variant_name(config), **marks[-1]}), flush=True)
+        if distributed.is_leader():
+            print(json.dumps({"variant": variant_name(config), **marks[-1]}), flush=True)
 
     with episode_side(setting, config, engine, processor, store, model.config, web_step_s) as (policy, environment, tasks, pool):
         orchestrator = make_orchestrator(config, learner=learner, engine=engine, policy=policy,
@@ -162,6 +170,7 @@ def main() -> None:
     parser.add_argument("--web-step-s", type=float, default=0.16,
                         help="gpu: median browser seconds per simulated step (0.16 = measured on the local web)")
     args = parser.parse_args()
+    distributed.initialize(distributed.process_group())   # several processes: from JAX_* variables
     if not 1 <= args.skip < args.updates:
         raise SystemExit("--skip must be at least 1 and below --updates")
     extra = {"seed": args.seed}
@@ -178,14 +187,17 @@ def main() -> None:
             variant["rl.relaunch_browsers_each_round"] = True
         config = make_config(args.setting, args.updates, variant, extra)
         results[name] = summarize(run_variant(args.setting, config, args.web_step_s), args.skip)
-        print(json.dumps({name: results[name]}), flush=True)
+        if distributed.is_leader():
+            print(json.dumps({name: results[name]}), flush=True)
+    if not distributed.is_leader():
+        return
     if {"async", "sync"} <= results.keys():
         results["async_over_sync_episodes_per_hour"] = round(
             results["async"]["episodes_per_hour"] / results["sync"]["episodes_per_hour"], 2)
         results["async_over_sync_trained_per_hour"] = round(
             results["async"]["trained_trajectories_per_hour"] / results["sync"]["trained_trajectories_per_hour"], 2)
     print(json.dumps({"setting": args.setting, "updates": args.updates, "skip": args.skip, "seed": args.seed,
-                      "web_step_s": args.web_step_s,
+                      "web_step_s": args.web_step_s, "processes": jax.process_count(), "devices": jax.device_count(),
                       "overrides": extra, "backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
                       "cpu_count": os.cpu_count(), "machine": platform.machine(), "results": results}, indent=1))
 

@@ -1,18 +1,23 @@
 """Eight fake CPU devices for every JAX test, so sharded code runs on CPU (DESIGN.md §5).
 This must happen before anything imports jax; unsharded code still runs on device 0.
 
-Also: a short training run through main.py (tiny model, real Chromium), made once per
+Also: a persistent compilation cache, and a short training run through main.py (tiny model, real Chromium), made once per
 test session and shared by the tests that read a run directory."""
 
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in flags:
     os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
+# One persistent XLA compilation cache for the session, inherited by the main.py processes
+# the tests start: they compile the same tiny model's functions again and again (about
+# 17 s of each run on 2 cores), and so do tests that build a second engine or learner.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="asyncwebrl-xla-cache-"))
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,6 +31,24 @@ QUICK = ["--config.sft.steps=0", "--config.eval.num_tasks=0", "--config.sampler.
          "--config.rl.group_size=2", "--config.rl.groups_per_batch=1", "--config.rl.max_running_groups=2",
          "--config.rl.dynamic_sampling=False", "--config.browser.pages=2",
          "--config.tasks.train_sites_per_variant=1", "--config.tasks.test_sites_per_variant=1"]
+
+
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true",
+                     help="also run the long checks marked slow (left out of the ~20-minute suite)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a long check, run only with --slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--slow"):
+        return
+    skip = pytest.mark.skip(reason="a long check: run with --slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 def main_py(workdir, *flags):

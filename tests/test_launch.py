@@ -19,7 +19,9 @@ def read(path) -> str:
 
 
 @pytest.fixture(scope="module")
-def two_process_run(tmp_path_factory):
+def two_process_run(tmp_path_factory, short_run_process):
+    """Two processes, two updates. After the suite's short run (conftest), whose compiled
+    sampler functions the processes then find in the compilation cache."""
     workdir = str(tmp_path_factory.mktemp("launch") / "run")
     flags = [f for f in QUICK if not f.startswith("--config.rl.groups_per_batch")]   # the script's: one per process
     done = subprocess.run(["bash", os.path.join(LAUNCH, "local_multiprocess.sh"), "2", workdir, *flags,

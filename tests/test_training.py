@@ -75,7 +75,7 @@ def test_interrupted_runs_resume_from_their_checkpoints(tmp_path):
     nothing is saved at the kill. After each, a restart on the workdir continues from the
     last checkpoint with the version and the counters restored."""
     workdir = str(tmp_path / "run")
-    command = main_py(workdir, "--config.train.max_updates=5", "--config.rl.eta=2")
+    command = main_py(workdir, "--config.train.max_updates=4", "--config.rl.eta=2")
 
     def interrupt(kill, after_updates):
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -87,7 +87,7 @@ def test_interrupted_runs_resume_from_their_checkpoints(tmp_path):
             process.kill()
         return process.returncode, out, err
 
-    code, out, err = interrupt(signal.SIGTERM, after_updates=2)
+    code, out, err = interrupt(signal.SIGTERM, after_updates=1)
     assert code == 0, err[-3000:]
     assert "run again with the same --workdir to resume" in out
     assert checkpoint_steps(workdir)[-1] == rl_records(workdir)[-1]["update"]   # the stop saved its state
@@ -104,4 +104,4 @@ def test_interrupted_runs_resume_from_their_checkpoints(tmp_path):
         assert resumed[0]["update"] == saved + 1                                     # from the checkpoint
         assert [r["version"] for r in resumed] == [r["update"] for r in resumed]    # version restored
         assert resumed[0]["episodes"] > at_save["episodes"]                         # counters continue
-    assert rl_records(workdir)[-1]["update"] == 5 and checkpoint_steps(workdir)[-1] == 5
+    assert rl_records(workdir)[-1]["update"] == 4 and checkpoint_steps(workdir)[-1] == 4
