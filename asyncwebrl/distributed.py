@@ -8,6 +8,7 @@ only exist because there are several processes:
     initialize(group)                  # before anything else touches a device
     rows = gather(local_rows)          # every process's rows, in process order, everywhere
     if any_process(stopping, "update/7"): ...   # a flag agreed on without a collective
+    flag_raised("update/7")            # ... and a peek at it while still busy
     addressable_copy(learner.params)   # global arrays as host values (for a local sampler)
     fingerprint(learner.params)        # one hash of the global parameters (same on all)
 
@@ -85,6 +86,17 @@ def per_process(total: int, what: str) -> int:
     return total // count
 
 
+def _store():
+    # jax.distributed exposes its key-value store only through this private handle (JAX 0.10-0.11)
+    from jax._src.distributed import global_state
+
+    return global_state.client
+
+
+def _flag_key(name: str, index: int) -> str:
+    return f"asyncwebrl/{name}/{index}"
+
+
 def any_process(flag: bool, name: str, timeout_s: float = 3600.0) -> bool:
     """True on every process if `flag` is true on any of them; `name` must be new for each
     round (e.g. the update number). The processes meet in the coordination service's
@@ -93,17 +105,14 @@ def any_process(flag: bool, name: str, timeout_s: float = 3600.0) -> bool:
     signals (SIGTERM) meanwhile. Raises TimeoutError when a peer does not report."""
     if jax.process_count() == 1:
         return flag
-    # jax.distributed exposes its key-value store only through this private handle (JAX 0.10)
-    from jax._src.distributed import global_state
-
-    client = global_state.client
-    client.key_value_set(f"asyncwebrl/{name}/{jax.process_index()}", "1" if flag else "0")
+    client = _store()
+    client.key_value_set(_flag_key(name, jax.process_index()), "1" if flag else "0")
     deadline = time.monotonic() + timeout_s
     flags = []
     for index in range(jax.process_count()):
         while True:
             try:
-                flags.append(client.blocking_key_value_get(f"asyncwebrl/{name}/{index}", 1000) == "1")
+                flags.append(client.blocking_key_value_get(_flag_key(name, index), 1000) == "1")
                 break
             except jax.errors.JaxRuntimeError as error:
                 if "DEADLINE_EXCEEDED" not in str(error):
@@ -111,6 +120,22 @@ def any_process(flag: bool, name: str, timeout_s: float = 3600.0) -> bool:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"process {index} did not reach {name!r} within {timeout_s:.0f} s") from None
     return any(flags)
+
+
+def flag_raised(name: str) -> bool:
+    """Whether some process already entered any_process(True, name), without waiting (a
+    process still collecting for that round gives up early instead of making it wait)."""
+    if jax.process_count() == 1:
+        return False
+    client = _store()
+    for index in range(jax.process_count()):
+        try:
+            if client.key_value_try_get(_flag_key(name, index)) == "1":
+                return True
+        except jax.errors.JaxRuntimeError as error:   # NOT_FOUND: that process has not reported yet
+            if "NOT_FOUND" not in str(error):
+                raise
+    return False
 
 
 def gather(items: list) -> list:

@@ -81,8 +81,8 @@ def get_config() -> config_dict.ConfigDict:
     config.browser.recycle_after = 200  # episodes per browser before it is replaced
 
     # Where screenshots live while their keys travel (asyncwebrl/rollout/screenshots.py):
-    # "memory", or "file" under screenshots.path (a disk, or a directory all hosts share;
-    # with several processes each one's keys are kept apart under host<i>/)
+    # "memory", or "file" under screenshots.path (a disk, or a directory all hosts share:
+    # keys are kept apart under host<i>/<phase>/)
     config.screenshots = config_dict.ConfigDict()
     config.screenshots.driver = "memory"
     config.screenshots.path = ""

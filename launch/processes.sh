@@ -14,19 +14,27 @@ start_process() {
 }
 
 forward_signal() { kill -s "$1" "${pids[@]}" 2>/dev/null || true; }
-trap 'forward_signal TERM' TERM
-trap 'forward_signal INT' INT
+# A Ctrl-C at the terminal reaches the processes directly; they get TERM from here too
+# (TERM never escalates in main.py, a second INT would: "leave now").
+trap 'forward_signal TERM' TERM INT
 
 wait_for_processes() {
-  local status=0 code left
-  for ((left = ${#pids[@]}; left > 0; left--)); do
-    code=0
-    wait -n "${pids[@]}" || code=$?
-    if [ "$code" -ne 0 ] && [ "$status" -eq 0 ]; then
-      status=$code
-      echo "a process exited with $code; stopping the others" >&2
-      forward_signal TERM
-    fi
+  local status=0 code pid
+  local -A finished=()
+  while [ ${#finished[@]} -lt ${#pids[@]} ]; do
+    for pid in "${pids[@]}"; do   # polled: a signal's trap runs within a second
+      if [ -z "${finished[$pid]:-}" ] && ! kill -0 "$pid" 2>/dev/null; then
+        finished[$pid]=1
+        code=0
+        wait "$pid" || code=$?
+        if [ "$code" -ne 0 ] && [ "$status" -eq 0 ]; then
+          status=$code
+          echo "a process exited with $code; stopping the others" >&2
+          forward_signal TERM
+        fi
+      fi
+    done
+    [ ${#finished[@]} -eq ${#pids[@]} ] || sleep 1
   done
   return "$status"
 }

@@ -93,3 +93,14 @@ def test_gather_and_groups_in_one_process(monkeypatch):
     monkeypatch.setenv("JAX_PROCESS_ID", "4")
     with pytest.raises(ValueError, match="index in"):
         distributed.process_group()
+
+
+def test_one_process_helpers_and_restoring_another_process_count():
+    from asyncwebrl.runtime.training import own_runtime
+
+    assert distributed.per_process(8, "rl.groups_per_batch") == 8 and distributed.share([1, 2, 3]) == [1, 2, 3]
+    assert distributed.any_process(True, "round/1") and not distributed.any_process(False, "round/2")
+    assert not distributed.flag_raised("round/1")
+    first, second = {"task_position": 7, "counts": {"episodes": 3}}, {"task_position": 9, "counts": {"episodes": 4}}
+    assert own_runtime({"updates": 2, "processes": [first, second]}) == first   # process 0 of a two-process run
+    assert own_runtime({"updates": 2, "processes": [first]}) == first

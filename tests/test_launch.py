@@ -5,7 +5,9 @@ command lines (DRY_RUN=1: printed, not run)."""
 import json
 import os
 import re
+import signal
 import subprocess
+import time
 
 import pytest
 from conftest import QUICK, ROOT, main_py
@@ -18,43 +20,85 @@ def read(path) -> str:
         return f.read()
 
 
+def metrics(workdir) -> list[dict]:
+    path = os.path.join(workdir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def process_with_id(index: int, workdir: str) -> int:
+    """The pid of main.py process `index` of the run in `workdir` (from /proc's environments)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            command = read(f"/proc/{pid}/cmdline").split("\0")
+            environment = read(f"/proc/{pid}/environ").split("\0")
+        except OSError:
+            continue
+        if f"--workdir={workdir}" in command and f"JAX_PROCESS_ID={index}" in environment:
+            return int(pid)
+    raise AssertionError(f"no process {index} of {workdir}")
+
+
 @pytest.fixture(scope="module")
 def two_process_run(tmp_path_factory, short_run_process):
-    """Two processes, two updates. After the suite's short run (conftest), whose compiled
-    sampler functions the processes then find in the compilation cache."""
+    """Two processes asked for up to 4 updates; after the second, SIGTERM reaches process 1
+    only. Runs after the suite's short run (conftest), whose compiled sampler functions the
+    processes then find in the compilation cache. Returns (workdir, the script's result)."""
     workdir = str(tmp_path_factory.mktemp("launch") / "run")
     flags = [f for f in QUICK if not f.startswith("--config.rl.groups_per_batch")]   # the script's: one per process
-    done = subprocess.run(["bash", os.path.join(LAUNCH, "local_multiprocess.sh"), "2", workdir, *flags,
-                           "--config.train.max_updates=2"], capture_output=True, text=True, timeout=1200)
+    shots = os.path.join(workdir, "screenshots")   # one file store that both "hosts" share
+    script = subprocess.Popen(["bash", os.path.join(LAUNCH, "local_multiprocess.sh"), "2", workdir, *flags,
+                               "--config.train.max_updates=4", "--config.screenshots.driver=file",
+                               f"--config.screenshots.path={shots}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 900
+        while len(metrics(workdir)) < 2 and script.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if script.poll() is None:
+            os.kill(process_with_id(1, workdir), signal.SIGTERM)
+        out, err = script.communicate(timeout=600)
+    finally:
+        script.kill()
     logs = "".join(read(os.path.join(workdir, f"process_{i}.log"))[-3000:] for i in range(2)
                    if os.path.exists(os.path.join(workdir, f"process_{i}.log")))
-    assert done.returncode == 0, done.stderr + logs
+    assert script.returncode == 0, err + logs
     return workdir
 
 
-def test_two_processes_train_one_learner_on_both_collections(two_process_run):
-    fingerprints = {read(os.path.join(two_process_run, f"fingerprint.{i}")) for i in range(2)}
-    assert len(fingerprints) == 1                                      # the same global parameters on both
-    with open(os.path.join(two_process_run, "metrics.jsonl")) as f:
-        records = [json.loads(line) for line in f]
-    assert [r["update"] for r in records] == [1, 2] and [r["version"] for r in records] == [1, 2]
+def test_two_processes_train_one_learner_and_stop_together(two_process_run):
+    records = metrics(two_process_run)
+    assert [r["update"] for r in records] in ([1, 2], [1, 2, 3])     # stopped by the SIGTERM, before 4
+    assert [r["version"] for r in records] == [r["update"] for r in records]
     for record in records:   # each process brought one group of 2 episodes of 2 steps: 8 rows
         assert record["processes"] == 2 and record["rows"] == 8
         assert record["staleness_max"] <= 2
+    fingerprints = {read(os.path.join(two_process_run, f"fingerprint.{i}")) for i in range(2)}
+    assert len(fingerprints) == 1                                      # the same global parameters on both
     with open(os.path.join(two_process_run, "episodes.jsonl")) as f:
-        assert sum(1 for _ in f) == 2 * 4                               # process 0 logs everyone's episodes
-    assert "[rl] update 2/2" in read(os.path.join(two_process_run, "process_0.log"))
-    assert "[rl]" not in read(os.path.join(two_process_run, "process_1.log"))    # one writer, one progress bar
+        assert sum(1 for _ in f) == 4 * len(records)                   # process 0 logs everyone's episodes
+    logs = [read(os.path.join(two_process_run, f"process_{i}.log")) for i in range(2)]
+    assert "SIGTERM" in logs[1] and "SIGTERM" not in logs[0]           # only process 1 was signalled ...
+    saved = max(int(name) for name in os.listdir(os.path.join(two_process_run, "checkpoints")) if name.isdigit())
+    assert saved == records[-1]["update"]                              # ... both stopped after the same update, saved
+    assert all(f"stopped after update {saved}" in log for log in logs)
+    assert "[rl]" in logs[0] and "[rl]" not in logs[1]                 # one writer, one progress line
+    shots = os.path.join(two_process_run, "screenshots")
+    assert {"host0", "host1"} <= set(os.listdir(shots))                 # the shared store, kept apart by host
+    assert os.listdir(os.path.join(shots, "host1")) == ["rl"]
 
 
 def test_a_single_process_resumes_the_two_process_checkpoint(two_process_run):
     """Restorable on another process count: the final checkpoint of the two-process run,
     restored in one process, gives the same parameter fingerprint."""
     written = read(os.path.join(two_process_run, "fingerprint.0"))
-    done = subprocess.run(main_py(two_process_run, "--config.rl.groups_per_batch=2", "--config.train.max_updates=2",
-                                  "--config.train.fingerprint=True"), capture_output=True, text=True, timeout=600)
+    saved = metrics(two_process_run)[-1]["update"]
+    done = subprocess.run(main_py(two_process_run, "--config.rl.groups_per_batch=2",
+                                  f"--config.train.max_updates={saved}", "--config.train.fingerprint=True"),
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "resumed from checkpoint 2: update 2, version 2" in done.stdout
+    assert f"resumed from checkpoint {saved}: update {saved}, version {saved}" in done.stdout
     assert "checkpoint of 2 processes restored on 1" in done.stderr
     assert read(os.path.join(two_process_run, "fingerprint.0")) == written
 

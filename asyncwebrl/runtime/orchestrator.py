@@ -96,8 +96,9 @@ class Orchestrator:
         update = updates_done
         try:
             while update < self.settings.max_updates:
-                groups = self._next_groups()
-                if distributed.any_process(groups is None, f"update/{update + 1}"):
+                round_name = f"update/{update + 1}"
+                groups = self._next_groups(round_name)
+                if distributed.any_process(groups is None, round_name):
                     break
                 update += 1
                 self._update(update, groups)
@@ -110,10 +111,11 @@ class Orchestrator:
                 logging.warning("the collector did not stop within 120 s")
         return update
 
-    def _next_groups(self) -> list[Group] | None:
-        """This process's groups for the next update; None once stop() is called."""
+    def _next_groups(self, round_name: str) -> list[Group] | None:
+        """This process's groups for the next update; None once stop() is called here or
+        another process stops before this round."""
         last_report = time.monotonic()
-        while not self.stopping:
+        while not (self.stopping or distributed.flag_raised(round_name)):
             groups = self.buffer.take(self.buffer.groups_per_batch, timeout=1.0)
             if self._collector_error is not None:
                 raise RuntimeError("the collector failed") from self._collector_error
