@@ -8,7 +8,9 @@ asynchronous GRPO with decoupled importance sampling, 1/k (k = 10), eta = 2.
 Ablations are config arguments, e.g. --config.loss.normalizer=traj, --config.loss.decoupled=False,
 --config.loss.kind=raft, --config.agent.memory=compressive,
 --config.agent.train_step_limits=(20,40,60).
-Still missing (open issues): Pallas kernels on meshes of several devices.
+On several hosts: launch/gpu_hosts.sh or launch/tpu_pod.sh with the same flags (README,
+"Several processes and hosts"); rl.groups_per_batch is split between the processes.
+Still missing: Pallas kernels on meshes of several devices (use model.attention=xla there).
 """
 
 from configs import default

@@ -2,8 +2,8 @@
 parameters agree across processes and with one process trained on the same global
 batches, and the two-process checkpoint restores in a single process.
 
-This covers the learner and the data exchange of a multi-host run; main.py does not yet
-run as several processes (issue 10)."""
+This covers the learner and the data exchange of a multi-host run on fixed batches;
+tests/test_launch.py runs main.py itself as two processes."""
 
 import dataclasses
 import os
