@@ -123,6 +123,10 @@ def run_variant(setting: str, config, web_step_s: float = 0.16) -> list[dict]:
                       "trained": sum(t for _, t in counts), "learner_s": orchestrator.busy["learner_seconds"],
                       "sampler_s": engine.busy_seconds(), "staleness_mean": measured["staleness_mean"],
                       "staleness_max": measured["staleness_max"], "update_s": measured["seconds"],
+                      # where an update's time goes: packing rows (host), the proximal policy's
+                      # forward, and before the update, step rows from screenshots (host; + gather)
+                      "pack_s": measured["pack_seconds"], "prox_s": measured["prox_seconds"],
+                      "rows_s": measured["rows_seconds"],
                       "rejected_stale": snapshot["rejected_stale"], "crashed": snapshot["episodes_crashed"]})
         if distributed.is_leader():
             print(json.dumps({"variant": variant_name(config), **marks[-1]}), flush=True)
@@ -153,6 +157,9 @@ def summarize(marks: list[dict], skip: int) -> dict:
         "staleness_mean": round(float(np.mean([m["staleness_mean"] for m in window])), 3),
         "staleness_max": max(m["staleness_max"] for m in window),
         "mean_update_s": round(float(np.mean([m["update_s"] for m in window])), 2),
+        "mean_pack_s": round(float(np.mean([m["pack_s"] for m in window])), 2),
+        "mean_prox_s": round(float(np.mean([m["prox_s"] for m in window])), 2),
+        "mean_rows_s": round(float(np.mean([m["rows_s"] for m in window])), 2),
         "groups_rejected_stale": last["rejected_stale"], "episodes_crashed": last["crashed"],
     }
 
