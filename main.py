@@ -24,7 +24,7 @@ from asyncwebrl.records import Trajectory
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize, write_eval
-from asyncwebrl.runtime.settings import episode_settings, make_environment, pool_arguments
+from asyncwebrl.runtime.settings import episode_settings, make_environment, pool_arguments, screenshot_store
 from asyncwebrl.tasks.miniwob import miniwob_tasks
 from asyncwebrl.tasks.webgym import load_webgym
 from asyncwebrl.web.server import LocalWeb
@@ -98,7 +98,7 @@ def evaluation_tasks(config, split: str, workdir: str | None):
 
 
 def run_episodes(config, tasks, web: LocalWeb, phase: str) -> tuple[list[Trajectory], float]:
-    store = ScreenshotStore()
+    store = screenshot_store(config, "eval")
     policy = make_policy(config, web, store)
     engine = getattr(policy, "engine", None)
     with engine if engine is not None else contextlib.nullcontext():

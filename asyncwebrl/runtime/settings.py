@@ -24,6 +24,15 @@ def episode_settings(config, phase: str) -> EpisodeSettings:
     )
 
 
+def screenshot_store(config, purpose: str, host: int = 0) -> ScreenshotStore:
+    """config.screenshots' store for one phase (demonstrations, eval, rl) on one host
+    (process). Reference counts live in each store object, so in a file store, which other
+    phases and hosts may share, each one's keys stay under host<i>/<purpose>/: no store
+    frees another's screenshots."""
+    namespace = f"host{host}/{purpose}/" if config.screenshots.driver == "file" else ""
+    return ScreenshotStore(config.screenshots.driver, config.screenshots.path, namespace=namespace)
+
+
 def pool_arguments(config) -> dict:
     """run_tasks' browser-pool keywords."""
     return dict(concurrency=config.browser.pages, pages_per_browser=config.browser.pages_per_browser,

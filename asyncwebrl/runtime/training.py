@@ -44,7 +44,8 @@ from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, TaskSampler
 from asyncwebrl.runtime.orchestrator import Orchestrator, PoolSettings, RLSettings
 from asyncwebrl.runtime.rows import step_rows
 from asyncwebrl.runtime.rundir import FollowerDirectory, Progress, RunDirectory
-from asyncwebrl.runtime.settings import episode_settings, make_environment, pool_arguments, prompt_builder
+from asyncwebrl.runtime.settings import (episode_settings, make_environment, pool_arguments, prompt_builder,
+                                         screenshot_store)
 from asyncwebrl.web.server import LocalWeb
 
 
@@ -101,7 +102,7 @@ def warm_start(config, run: RunDirectory, web: LocalWeb, processor, model, tasks
     if config.tasks.source != "local":
         raise ValueError("the warm start's oracle only knows local tasks: set --config.sft.steps=0 "
                          f"for tasks.source={config.tasks.source!r}")
-    store = screenshot_store(config, "demonstrations")
+    store = screenshot_store(config, "demonstrations", host=jax.process_index())
     demo_tasks = random.Random(config.seed).sample(tasks, min(config.sft.demo_tasks, len(tasks)))
     teacher = TeacherPolicy(OraclePolicy(web.session), processor, store, prompt_builder(config))
     demos, seconds = asyncio.run(run_tasks(distributed.share(demo_tasks), teacher, LocalEnvironment(web),
@@ -139,7 +140,7 @@ def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], l
     if not tasks:
         print(f"[eval] {label}: skipped (eval.num_tasks = 0)")
         return None
-    store = screenshot_store(config, "eval")
+    store = screenshot_store(config, "eval", host=jax.process_index())
     with make_engine(config, model, processor, config.eval.temperature) as engine:
         policy = make_model_policy(config, engine, processor, store)
         trajectories, seconds = asyncio.run(run_tasks(distributed.share(tasks), policy,
@@ -184,7 +185,7 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None) 
 def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStore, learner, processor,
              train_tasks: list[Task], runtime: dict) -> int:
     """Asynchronous GRPO until config.train.max_updates; returns the updates done."""
-    store = screenshot_store(config, "rl")
+    store = screenshot_store(config, "rl", host=jax.process_index())
     own = own_runtime(runtime)
     counts = GroupCounts(**own["counts"])
     engine = make_engine(config, learner.model(), processor, config.rl.temperature, version=learner.version)
@@ -304,16 +305,6 @@ def own_runtime(runtime: dict) -> dict:
     if index < len(processes):
         return processes[index]
     return {"task_position": 0, "counts": dataclasses.asdict(GroupCounts())}
-
-
-def screenshot_store(config, purpose: str) -> ScreenshotStore:
-    """config.screenshots' store for one phase (demonstrations, eval, rl). Reference counts
-    live in each store object, so in a file store (which other phases and hosts may share)
-    each one's keys stay under host<i>/<purpose>/: no store frees another's screenshots."""
-    namespace = ""
-    if config.screenshots.driver == "file":
-        namespace = f"host{jax.process_index()}/{purpose}/"
-    return ScreenshotStore(config.screenshots.driver, config.screenshots.path, namespace=namespace)
 
 
 def _rounded(value, digits: int) -> float | None:
