@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 source launch/processes.sh
 count=$1 logdir=$2
 shift 2
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 mkdir -p "$logdir"
 for ((i = 0; i < count; i++)); do
   start_process "$logdir/process_$i.log" env CUDA_VISIBLE_DEVICES=$i JAX_COORDINATOR_ADDRESS=127.0.0.1:$port \

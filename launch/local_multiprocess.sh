@@ -21,7 +21,7 @@ fi
 count=$1 workdir=$2
 shift 2
 PYTHON=${PYTHON:-.venv/bin/python}
-PORT=${PORT:-$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+PORT=${PORT:-$(free_port)}
 
 [ "${DRY_RUN:-0}" = 1 ] || mkdir -p "$workdir"
 for ((i = 0; i < count; i++)); do

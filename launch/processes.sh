@@ -1,10 +1,15 @@
 # Sourced by the launch scripts: run a set of background commands as one job.
+#   free_port                      a free TCP port on this machine (for a local coordinator)
 #   start_process LOG COMMAND...   start one (stdout and stderr to LOG)
 #   wait_for_processes             wait for all; on the first failure stop the rest;
 #                                  returns the first non-zero exit status (0 if none)
 # SIGTERM and SIGINT sent to the script are passed on to every process (main.py then
 # finishes its update and saves a checkpoint).
 pids=()
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
 
 start_process() {
   local log=$1

@@ -5,6 +5,7 @@ Also: a persistent compilation cache, and a short training run through main.py (
 test session and shared by the tests that read a run directory."""
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -17,7 +18,9 @@ if "xla_force_host_platform_device_count" not in flags:
 # One persistent XLA compilation cache for the session, inherited by the main.py processes
 # the tests start: they compile the same tiny model's functions again and again (about
 # 17 s of each run on 2 cores), and so do tests that build a second engine or learner.
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="asyncwebrl-xla-cache-"))
+_OWN_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
+if _OWN_CACHE:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="asyncwebrl-xla-cache-")
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,6 +34,11 @@ QUICK = ["--config.sft.steps=0", "--config.eval.num_tasks=0", "--config.sampler.
          "--config.rl.group_size=2", "--config.rl.groups_per_batch=1", "--config.rl.max_running_groups=2",
          "--config.rl.dynamic_sampling=False", "--config.browser.pages=2",
          "--config.tasks.train_sites_per_variant=1", "--config.tasks.test_sites_per_variant=1"]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _OWN_CACHE:   # the cache made for this session goes with it
+        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
 def pytest_addoption(parser):
