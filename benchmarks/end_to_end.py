@@ -94,21 +94,14 @@ def episode_side(setting: str, config, engine, processor, store: ScreenshotStore
            lambda: SimulatedPool(environment, store=store, pages=config.browser.pages, seed=config.seed))
 
 
-def simulated_web_processor(config):
-    """The byte tokenizer (the synthetic prompts are token ids already) with the preset's
-    screenshot processor: 920 vision tokens per 1280x720 screenshot for 2B and 8B."""
-    from asyncwebrl.model import preset
-    from asyncwebrl.model.tokenizer import Processor, byte_tokenizer
-    from benchmarks.workload import screenshot_processor
-
-    return Processor(byte_tokenizer(), screenshot_processor(preset(config.model.preset)))
-
-
 def run_variant(setting: str, config, web_step_s: float = 0.16) -> list[dict]:
     """Train config.train.max_updates updates; one mark per update (cumulative counters)."""
     model, processor = build_model(config)
     if setting == "gpu":
-        processor = simulated_web_processor(config)
+        from asyncwebrl.model import preset
+        from benchmarks.workload import synthetic_processor
+
+        processor = synthetic_processor(preset(config.model.preset))
     learner = make_learner(config, model, "rl")
     engine = make_engine(config, learner.model(), processor, config.rl.temperature, version=learner.version)
     engine.warm_up()   # every prefill bucket and the decode step compile before the clock starts

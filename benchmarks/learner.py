@@ -67,10 +67,10 @@ def synthetic_rows(config, count: int, prompt_tokens: int, images: bool, rng) ->
     for _ in range(count):
         ordinary = ordinary_token_limit(config)
         prompt = rng.integers(0, ordinary, prompt_tokens).astype(np.int32)
-        pixels, grids = np.zeros((0, config.vision.patch_dim), np.float32), np.zeros((0, 3), np.int64)
+        pixels, grids = np.zeros((0, config.vision.still_patch_dim), np.uint8), np.zeros((0, 3), np.int64)
         if images:
             grids = np.array([SCREEN_GRID])
-            pixels = rng.standard_normal((math.prod(SCREEN_GRID), config.vision.patch_dim)).astype(np.float32)
+            pixels = rng.integers(0, 256, (math.prod(SCREEN_GRID), config.vision.still_patch_dim), dtype=np.uint8)
             placeholder = [config.vision_start_token_id] + [config.image_token_id] * (
                 math.prod(SCREEN_GRID) // config.vision.merge_unit) + [config.vision_end_token_id]
             half = prompt_tokens // 2

@@ -37,7 +37,8 @@ from flax import nnx  # noqa: E402
 
 from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
 from asyncwebrl.model.config import to_hf_dict  # noqa: E402
-from benchmarks.workload import ordinary_token_limit, screenshot_processor  # noqa: E402
+from asyncwebrl.model.inputs import still_patch_pixels  # noqa: E402
+from benchmarks.workload import ordinary_token_limit, synthetic_processor  # noqa: E402
 from asyncwebrl.sampler import Engine, EngineSettings, Image, Request, SamplingSettings  # noqa: E402
 
 
@@ -59,13 +60,12 @@ def make_requests(config, count: int, text: int, images: int, new_tokens: int, r
                   distinct_screenshots: int = 16) -> list[Request]:
     """Requests of random text and screenshots. A few distinct screenshots are reused (the
     processor takes 0.13 s each on a CPU); with no screenshot key every one is still encoded."""
-    processor = screenshot_processor(config)
+    processor = synthetic_processor(config)
     ordinary = ordinary_token_limit(config)
     screenshots = []
     for _ in range(min(distinct_screenshots, count * images)):
-        encoded = processor(images=[rng.integers(0, 256, (720, 1280, 3), dtype=np.uint8)], return_tensors="np")
-        screenshots.append(Image(pixel_values=encoded["pixel_values"],
-                                 grid_thw=tuple(int(g) for g in encoded["image_grid_thw"][0])))
+        pixels, grids = processor.process_images([rng.integers(0, 256, (720, 1280, 3), dtype=np.uint8)])
+        screenshots.append(Image(pixel_values=pixels, grid_thw=tuple(int(g) for g in grids[0])))
     requests = []
     for r in range(count):
         ids, pictures = list(rng.integers(0, ordinary, text // 2)), []
@@ -161,7 +161,8 @@ def run_transformers(config, requests, new_tokens: int, dtype: str, cache: str) 
     kwargs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
                   min_new_tokens=new_tokens, do_sample=False)
     if requests[0].images:
-        pixels = np.concatenate([im.pixel_values for r in requests for im in r.images])
+        pixels = np.asarray(still_patch_pixels(np.concatenate([im.pixel_values for r in requests for im in r.images]),
+                                               config.vision))   # transformers takes the float layout
         grids = np.array([im.grid_thw for r in requests for im in r.images])
         kwargs.update(pixel_values=torch.as_tensor(pixels, device=device, dtype=torch_dtype),
                       image_grid_thw=torch.as_tensor(grids, device=device),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from asyncwebrl.model.tokenizer import EMBEDDED_MAX_PIXELS, EMBEDDED_MIN_PIXELS, make_image_processor
+from asyncwebrl.model.tokenizer import EMBEDDED_MAX_PIXELS, EMBEDDED_MIN_PIXELS, Processor, byte_tokenizer, make_image_processor
 
 
 def is_embedded(config) -> bool:
@@ -16,6 +16,12 @@ def screenshot_processor(config):
     if is_embedded(config):
         return make_image_processor(EMBEDDED_MIN_PIXELS, EMBEDDED_MAX_PIXELS)
     return make_image_processor(56 * 56, 16384 * 32 * 32)
+
+
+def synthetic_processor(config) -> Processor:
+    """The byte tokenizer (synthetic prompts are token ids already) with the preset's
+    screenshot processor: 920 vision tokens per 1280x720 screenshot for 2B and 8B."""
+    return Processor(byte_tokenizer(), screenshot_processor(config))
 
 
 def ordinary_token_limit(config) -> int:

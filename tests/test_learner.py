@@ -14,13 +14,13 @@ from asyncwebrl.learner.packing import PackingShape, StepRow, pack
 from asyncwebrl.learner.train import LossSettings, OptimizerSettings, target_logprobs
 from asyncwebrl.model import Qwen3VL, preset
 from asyncwebrl.model.inputs import vision_inputs
-from asyncwebrl.model.tokenizer import make_image_processor
+from asyncwebrl.model.tokenizer import Processor, byte_tokenizer, make_image_processor
 from asyncwebrl.parallel import make_mesh
 
 # The tiny preset's architecture with fewer layers: the learner's mechanics, quicker to compile.
 CONFIG = dataclasses.replace(preset("tiny"), text=dataclasses.replace(preset("tiny").text, num_layers=2),
                              vision=dataclasses.replace(preset("tiny").vision, depth=1, deepstack_layers=(0,)))
-PROCESSOR = make_image_processor(min_pixels=32 * 32, max_pixels=64 * 64)
+PROCESSOR = Processor(byte_tokenizer(), make_image_processor(min_pixels=32 * 32, max_pixels=64 * 64))
 SHAPE = PackingShape(row_length=128, rows_per_microbatch=2, images_per_microbatch=4, patches_per_image=16)
 
 
@@ -30,11 +30,10 @@ def make_rows(count: int, seed: int = 0, version: int = 0) -> list[StepRow]:
     rows = []
     for i in range(count):
         prompt = list(rng.integers(0, 256, rng.integers(5, 20)))
-        pixels, grids = np.zeros((0, CONFIG.vision.patch_dim), np.float32), np.zeros((0, 3), np.int64)
+        pixels, grids = PROCESSOR.process_images([])
         if i % 3 != 2:
             h, w = [(64, 64), (32, 64), (64, 32)][i % 3]
-            encoded = PROCESSOR(images=[rng.integers(0, 256, (h, w, 3), dtype=np.uint8)], return_tensors="np")
-            pixels, grids = encoded["pixel_values"], encoded["image_grid_thw"]
+            pixels, grids = PROCESSOR.process_images([rng.integers(0, 256, (h, w, 3), dtype=np.uint8)])
             n = int(grids[0].prod()) // 4
             prompt += [CONFIG.vision_start_token_id] + [CONFIG.image_token_id] * n + [CONFIG.vision_end_token_id]
         prompt += list(rng.integers(0, 256, rng.integers(3, 10)))
@@ -215,9 +214,10 @@ def test_restore_onto_another_mesh(tmp_path):
 
 
 def test_vision_inputs_accept_no_images():
-    empty = vision_inputs(np.zeros((0, CONFIG.vision.patch_dim)), np.zeros((0, 3)), CONFIG.vision,
+    empty = vision_inputs(np.zeros((0, CONFIG.vision.still_patch_dim), np.uint8), np.zeros((0, 3)), CONFIG.vision,
                           patches_per_image=16, num_images=2)
-    assert empty.patches.shape == (2, 16, CONFIG.vision.patch_dim) and not np.asarray(empty.patch_valid).any()
+    assert empty.patches.shape == (2, 16, CONFIG.vision.still_patch_dim) and empty.patches.dtype == np.uint8
+    assert not np.asarray(empty.patch_valid).any()
     assert jnp.asarray(empty.interp_weight).sum() == 0
 
 

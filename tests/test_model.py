@@ -19,6 +19,7 @@ from asyncwebrl.model import layers
 from asyncwebrl.model import inputs as model_inputs
 from asyncwebrl.model.config import preset
 from asyncwebrl.model.qwen3_vl import Qwen3VL
+from asyncwebrl.model.tokenizer import Processor, byte_tokenizer
 from asyncwebrl.model.weights import abstract_model, load_pretrained, save_pretrained
 from asyncwebrl.parallel import LEARNER_RULES, SAMPLER_RULES, make_mesh
 
@@ -51,6 +52,7 @@ def pair(request, tmp_path_factory):
             parameter.add_(torch.randn_like(parameter) * 0.05)
     directory = tmp_path_factory.mktemp("hf_tiny")
     reference.save_pretrained(directory)
+    PROCESSOR.save_pretrained(directory)   # its pixel normalisation (CLIP's) reaches the model config
     return reference, load_pretrained(directory), directory
 
 
@@ -123,6 +125,25 @@ def test_two_images_of_different_sizes(pair):
     ids = np.array([with_images(b"Before ", grids)])
     compare(reference, model, input_ids=ids, pixel_values=pixels, image_grid_thw=grids,
             mm_token_type_ids=(ids == IMG).astype(np.int64))
+
+
+def test_still_patches_normalised_on_the_device_match_transformers_pixels(pair):
+    """The host sends our Processor's uint8 still patches; the model's own normalisation
+    gives the logits transformers computes from its processor's float32 patches."""
+    reference, model, _ = pair
+    ours = Processor(byte_tokenizer(), PROCESSOR)
+    ours.check_normalisation(model.config.vision)
+    rng = np.random.default_rng(3)
+    images = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(96, 160), (150, 70)]]
+    still, grids = ours.process_images(images)
+    assert still.dtype == np.uint8
+    floats = PROCESSOR(images=images, return_tensors="np")["pixel_values"]
+    ids = np.array([with_images(b"Still ", grids)])
+    types = (ids == IMG).astype(np.int64)
+    expected = reference_logits(reference, input_ids=ids, pixel_values=floats, image_grid_thw=grids,
+                                mm_token_type_ids=types)
+    actual = np.asarray(model(input_ids=ids, pixel_values=still, image_grid_thw=grids, mm_token_type_ids=types))
+    assert np.abs(actual - expected).max() < TOLERANCE
 
 
 @pytest.mark.parametrize("side", ["left", "right"])

@@ -11,14 +11,20 @@ import torch
 from flax import nnx
 from transformers import Qwen2VLImageProcessorPil, Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
+from asyncwebrl.model.config import preset
+from asyncwebrl.model.inputs import still_patch_pixels
+from asyncwebrl.model.tokenizer import Processor, byte_tokenizer
 from asyncwebrl.model.weights import load_pretrained
 from asyncwebrl.sampler import Engine, EngineSettings, Image, Request, SamplingSettings, generate
 from asyncwebrl.sampler.generate import as_request
 from asyncwebrl.sampler.sampling import sample
 
 PAD, BOS, IMG, VID, VS, VE = 256, 257, 261, 262, 259, 260
-PROCESSOR = Qwen2VLImageProcessorPil(patch_size=16, merge_size=2, temporal_patch_size=2, min_pixels=32 * 32,
-                                     max_pixels=96 * 96)
+# the runtime's kind of pixels: uint8 still patches (Qwen3-VL's normalisation, the model's default)
+PROCESSOR = Processor(byte_tokenizer(), Qwen2VLImageProcessorPil(
+    patch_size=16, merge_size=2, temporal_patch_size=2, min_pixels=32 * 32, max_pixels=96 * 96,
+    image_mean=[0.5] * 3, image_std=[0.5] * 3))
+PIXELS = preset("tiny").vision   # patch 16, temporal 2, mean = std = 0.5: how the checkpoint's model normalises
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +65,10 @@ def prompt(text: bytes, images=(), seed=0):
     fields = {}
     if images:
         arrays = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in images]
-        encoded = PROCESSOR(images=arrays, return_tensors="np")
-        for grid in encoded["image_grid_thw"]:
+        pixels, grids = PROCESSOR.process_images(arrays)
+        for grid in grids:
             ids += [VS] + [IMG] * (int(np.prod(grid)) // 4) + [VE] + list(b" then")
-        fields = {"pixel_values": encoded["pixel_values"], "image_grid_thw": encoded["image_grid_thw"]}
+        fields = {"pixel_values": pixels, "image_grid_thw": grids}
     return {"input_ids": np.array(ids + list(b" ->")), **fields}
 
 
@@ -70,7 +76,7 @@ def hf_greedy(reference, fields, new_tokens):
     ids = torch.as_tensor(fields["input_ids"])[None]
     extra = {}
     if "pixel_values" in fields:
-        extra = dict(pixel_values=torch.as_tensor(fields["pixel_values"]),
+        extra = dict(pixel_values=torch.as_tensor(np.array(still_patch_pixels(fields["pixel_values"], PIXELS))),
                      image_grid_thw=torch.as_tensor(fields["image_grid_thw"]),
                      mm_token_type_ids=(ids == IMG).long())
     with torch.no_grad():

@@ -1,6 +1,7 @@
 """Byte tokenizer, ChatML template, image processor and Processor.encode (checked
 against transformers' own Qwen3VLProcessor)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -8,8 +9,10 @@ import textwrap
 
 import numpy as np
 import pytest
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, Qwen2VLImageProcessorPil
 
+from asyncwebrl.model import preset
+from asyncwebrl.model.inputs import still_patch_pixels
 from asyncwebrl.model.tokenizer import (BYTE_VOCAB_SIZE, SPECIAL_TOKENS, Processor, byte_tokenizer,
                                         load_image_processor, load_tokenizer, make_image_processor, special_ids)
 
@@ -101,13 +104,40 @@ def test_encode_matches_transformers_qwen3vl_processor(processor, qwen3vl_proces
                                                    return_tensors="np")
     np.testing.assert_array_equal(ours["input_ids"], theirs["input_ids"][0])
     np.testing.assert_array_equal(ours["mm_token_type_ids"], theirs["mm_token_type_ids"][0])
-    np.testing.assert_allclose(ours["pixel_values"], theirs["pixel_values"], rtol=0, atol=1e-6)
+    # our still patches (uint8) become transformers' float patches on the device
+    expanded = np.asarray(still_patch_pixels(ours["pixel_values"], preset("tiny").vision))
+    np.testing.assert_allclose(expanded, theirs["pixel_values"], rtol=0, atol=1e-6)
     np.testing.assert_array_equal(ours["image_grid_thw"], theirs["image_grid_thw"])
 
     assert ours["input_ids"].dtype == np.int32 and ours["mm_token_type_ids"].dtype == np.int32
-    assert ours["pixel_values"].dtype == np.float32 and ours["image_grid_thw"].dtype == np.int64
+    assert ours["pixel_values"].dtype == np.uint8 and ours["image_grid_thw"].dtype == np.int64
     assert ours["image_grid_thw"].tolist()[0] != ours["image_grid_thw"].tolist()[1]  # two different sizes
-    assert ours["pixel_values"].shape == (ours["image_grid_thw"].prod(axis=1).sum(), 3 * 2 * 16 * 16)
+    assert ours["pixel_values"].shape == (ours["image_grid_thw"].prod(axis=1).sum(), 3 * 16 * 16)
+
+
+def test_still_patches_follow_the_checkpoint_normalisation(tmp_path):
+    """A preprocessor_config.json with other mean/std reaches the model config, and a
+    model that normalises differently from its processor is refused."""
+    from asyncwebrl.model.config import to_hf_dict
+    from asyncwebrl.model.weights import read_config
+
+    mean, std = (0.48, 0.45, 0.40), (0.27, 0.26, 0.28)
+    processor = Processor(byte_tokenizer(), make_image_processor(64 * 64, 128 * 128, image_mean=mean, image_std=std))
+    processor.save_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(to_hf_dict(preset("tiny"))))
+    vision = read_config(tmp_path).vision
+    assert vision.image_mean == mean and vision.image_std == std
+    processor.check_normalisation(vision)
+    with pytest.raises(ValueError, match="normalises pixels"):
+        processor.check_normalisation(preset("tiny").vision)
+    pixels, _ = processor.process_images([random_image(64, 96)])
+    reference = processor.image_processor(images=[random_image(64, 96)], return_tensors="np")["pixel_values"]
+    np.testing.assert_allclose(np.asarray(still_patch_pixels(pixels, vision)), reference, rtol=0, atol=1e-6)
+
+
+def test_processor_refuses_a_pipeline_the_model_does_not_apply():
+    with pytest.raises(ValueError, match="rescale by 1/255"):
+        Processor(byte_tokenizer(), Qwen2VLImageProcessorPil(do_normalize=False))
 
 
 def test_image_pads_are_contiguous_runs_inside_vision_brackets(processor):
@@ -136,7 +166,7 @@ def test_embedded_defaults_keep_screenshots_small(processor):
 
 def test_encode_without_images_gives_empty_vision_arrays(processor):
     out = processor.encode([{"role": "user", "content": "hello"}], [])
-    assert out["pixel_values"].shape == (0, processor.patch_dim) and out["pixel_values"].dtype == np.float32
+    assert out["pixel_values"].shape == (0, processor.still_patch_dim) and out["pixel_values"].dtype == np.uint8
     assert out["image_grid_thw"].shape == (0, 3) and not out["mm_token_type_ids"].any()
     assert processor.decode(out["input_ids"]) == "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"
 

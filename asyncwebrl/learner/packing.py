@@ -28,7 +28,7 @@ from asyncwebrl.model.inputs import IMAGE, ModelInputs, sequence_positions, visi
 class StepRow:
     prompt_ids: np.ndarray         # [p] int32, image placeholders expanded
     response_ids: np.ndarray       # [r] int32
-    pixel_values: np.ndarray       # [patches, patch_dim] float32 (0 rows without images)
+    pixel_values: np.ndarray       # [patches, still_patch_dim] uint8 still patches (0 rows without images)
     image_grid_thw: np.ndarray     # [images, 3]
     behave_logprobs: np.ndarray    # [r] float32: log-prob of each response token under the sampler
     versions: np.ndarray           # [r] int32: weight version that wrote each response token
@@ -75,6 +75,9 @@ def pack(rows: list[StepRow], shape: PackingShape, config: ModelConfig) -> list[
         if len(row.image_grid_thw) and row.image_grid_thw.prod(axis=1).max() > shape.patches_per_image:
             raise ValueError(f"step row {index} has an image of {row.image_grid_thw.prod(axis=1).max()} patches; "
                              f"patches_per_image is {shape.patches_per_image}")
+        if row.pixel_values.dtype != np.uint8:   # one kind of patches: one compilation, 1/8 of the bytes
+            raise ValueError(f"step row {index} carries {row.pixel_values.dtype} pixels; step rows carry the "
+                             f"uint8 still patches of Processor.process_images")
         if not len(row.response_ids) == len(row.behave_logprobs) == len(row.versions):
             raise ValueError(f"step row {index}: response, behave_logprobs and versions differ in length")
     sequences = _first_fit(rows, shape)
@@ -151,7 +154,7 @@ def _assemble(sequences: list[list[StepRow]], shape: PackingShape, config: Model
             offset += len(ids)
     vision = None
     if shape.images_per_microbatch:  # present even when empty, so every microbatch has one structure
-        patch_rows = np.concatenate(pixels) if pixels else np.zeros((0, config.vision.patch_dim), np.float32)
+        patch_rows = np.concatenate(pixels) if pixels else np.zeros((0, config.vision.still_patch_dim), np.uint8)
         vision = vision_inputs(patch_rows, np.asarray(grids).reshape(-1, 3), config.vision,
                                patches_per_image=shape.patches_per_image, num_images=shape.images_per_microbatch)
     inputs = ModelInputs(tokens=tokens, positions=positions, segment_ids=segments, vision_source=source, vision=vision)

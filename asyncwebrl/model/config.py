@@ -15,6 +15,9 @@ QWEN_IDS = dict(image_token_id=151655, video_token_id=151656, vision_start_token
 # (asyncwebrl.model.tokenizer): endoftext 256, im_start 257, im_end 258, vision_start 259,
 # vision_end 260, image_pad 261, video_pad 262.
 BYTE_IDS = dict(image_token_id=261, video_token_id=262, vision_start_token_id=259, vision_end_token_id=260)
+# Qwen3-VL's pixel normalisation (its preprocessor_config.json): (x / 255 - mean) / std
+QWEN3_VL_IMAGE_MEAN = (0.5, 0.5, 0.5)
+QWEN3_VL_IMAGE_STD = (0.5, 0.5, 0.5)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +49,10 @@ class VisionConfig:
     spatial_merge_size: int = 2
     in_channels: int = 3
     rope_theta: float = 10_000.0
+    # The processor's normalisation, applied on the device to uint8 still-image patches
+    # (inputs.still_patch_pixels); a checkpoint's preprocessor_config.json may set it
+    image_mean: tuple[float, ...] = QWEN3_VL_IMAGE_MEAN
+    image_std: tuple[float, ...] = QWEN3_VL_IMAGE_STD
 
     @property
     def head_dim(self) -> int:
@@ -55,6 +62,11 @@ class VisionConfig:
     def patch_dim(self) -> int:
         """Length of one flattened pixel patch: channels x temporal x patch x patch."""
         return self.in_channels * self.temporal_patch_size * self.patch_size**2
+
+    @property
+    def still_patch_dim(self) -> int:
+        """Length of one still-image patch as the host sends it: channels x patch x patch (uint8)."""
+        return self.in_channels * self.patch_size**2
 
     @property
     def merge_unit(self) -> int:

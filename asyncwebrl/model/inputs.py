@@ -28,7 +28,7 @@ TEXT, IMAGE, VIDEO = 0, 1, 2  # mm_token_type_ids values
 @struct.dataclass
 class VisionInputs:
     """I images, each padded to P patches (P a multiple of the merge unit)."""
-    patches: jnp.ndarray        # [I, P, patch_dim] float
+    patches: jnp.ndarray        # [I, P, still_patch_dim] uint8 still patches, or [I, P, patch_dim] float
     patch_valid: jnp.ndarray    # [I, P] bool
     rope_hw: jnp.ndarray        # [I, P, 2] int32: patch row and column for the 2-D rotary
     interp_index: jnp.ndarray   # [I, P, 4] int32: bilinear taps into the learned position grid
@@ -136,18 +136,43 @@ def _patch_layout(grid_thw: tuple, side: int, merge: int) -> tuple[np.ndarray, n
     return (patch_rope_hw(grid_thw, merge),) + interpolation_taps(grid_thw, side, merge)
 
 
+# ---------------------------------------------------------------- pixels
+
+def still_patch_pixels(patches, vision: VisionConfig) -> jnp.ndarray:
+    """uint8 still-image patches [..., C*p*p] (resized pixels, channel-major) -> the float32
+    patches [..., C*T*p*p] that transformers' processor makes of an image: x / 255,
+    normalised per channel, the frame repeated over the temporal patch."""
+    c, area = vision.in_channels, vision.patch_size**2
+    x = jnp.asarray(patches).astype(jnp.float32).reshape(*patches.shape[:-1], c, 1, area) * (1.0 / 255.0)
+    mean = jnp.asarray(vision.image_mean, jnp.float32)[:, None, None]
+    std = jnp.asarray(vision.image_std, jnp.float32)[:, None, None]
+    x = jnp.broadcast_to((x - mean) / std, (*patches.shape[:-1], c, vision.temporal_patch_size, area))
+    return x.reshape(*patches.shape[:-1], vision.patch_dim)
+
+
+def _patch_array(pixel_values, vision: VisionConfig) -> tuple[np.ndarray, int]:
+    """(patches, their width): uint8 still patches stay uint8; anything else is taken as
+    transformers' float layout."""
+    array = np.asarray(pixel_values)
+    if array.dtype == np.uint8:
+        return array, vision.still_patch_dim
+    return array.astype(np.float32, copy=False), vision.patch_dim
+
+
 def vision_inputs(pixel_values, image_grid_thw, vision: VisionConfig, *, patches_per_image: int | None = None,
                   num_images: int | None = None) -> VisionInputs:
-    """Split the processor's flat patches [N, patch_dim] into per-image rows padded to a fixed P.
+    """Split flat patches [N, width] into per-image rows padded to a fixed P: uint8 still
+    patches (width still_patch_dim, the Processor's) or float ones (width patch_dim,
+    transformers' processor's).
 
     patches_per_image / num_images pad further (fixed shapes for jit); by default P is the
     largest image and I the number of images."""
     grids = np.asarray(image_grid_thw, np.int64).reshape(-1, 3)
     counts = grids.prod(axis=1)
-    pixel_values = np.asarray(pixel_values, np.float32)
-    if pixel_values.shape != (counts.sum(), vision.patch_dim):
-        raise ValueError(f"pixel_values has shape {pixel_values.shape}; the grids {grids.tolist()} need "
-                         f"({counts.sum()}, {vision.patch_dim})")
+    pixel_values, width = _patch_array(pixel_values, vision)
+    if pixel_values.shape != (counts.sum(), width):
+        raise ValueError(f"pixel_values ({pixel_values.dtype}) has shape {pixel_values.shape}; the grids "
+                         f"{grids.tolist()} need ({counts.sum()}, {width})")
     largest = int(counts.max()) if len(counts) else 0
     size = patches_per_image or largest
     images = num_images or len(grids)
@@ -156,8 +181,8 @@ def vision_inputs(pixel_values, image_grid_thw, vision: VisionConfig, *, patches
                          f"{images} x {size} (P must also be a multiple of {vision.merge_unit})")
     side = round(vision.num_position_embeddings**0.5)
     exact = counts.tolist() == [size] * images   # nothing to pad: skip a copy of ~20 MB per screenshot
-    patches = (pixel_values.reshape(images, size, vision.patch_dim) if exact
-               else np.zeros((images, size, vision.patch_dim), np.float32))
+    patches = (pixel_values.reshape(images, size, width) if exact
+               else np.zeros((images, size, width), pixel_values.dtype))
     valid = np.zeros((images, size), bool)
     rope_hw = np.zeros((images, size, 2), np.int32)
     index = np.zeros((images, size, 4), np.int32)

@@ -8,7 +8,10 @@ Two sources for the tokenizer and image processor:
 
 `Processor` is the one way the rest of the code turns a PromptBuilder prompt (chat
 `messages` whose image parts carry screenshot keys) plus the fetched screenshots into
-`input_ids`, `mm_token_type_ids`, `pixel_values` and `image_grid_thw`.
+`input_ids`, `mm_token_type_ids`, `pixel_values` and `image_grid_thw`. One difference
+from transformers: `pixel_values` are still-image patches, the resized uint8 pixels
+[N, C*patch*patch]; the model normalises them and repeats them over the temporal patch
+on the device (`inputs.still_patch_pixels` gives transformers' float32 layout).
 
 Nothing here imports JAX or needs torch: only transformers' tokenizer and PIL image
 processor classes are used, always with numpy outputs.
@@ -25,6 +28,9 @@ import numpy as np
 from PIL import Image
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast, Qwen2VLImageProcessorPil
+
+# Qwen3-VL checkpoints normalise with mean = std = 0.5 (not the class's CLIP default).
+from asyncwebrl.model.config import QWEN3_VL_IMAGE_MEAN, QWEN3_VL_IMAGE_STD
 
 # Qwen's special tokens. The byte tokenizer gives them ids 256..262 in this order.
 ENDOFTEXT = "<|endoftext|>"
@@ -45,9 +51,6 @@ BYTE_VOCAB_SIZE = 272
 # screenshots within a tiny CPU model's reach; 64*64 guarantees at least a 2x2 merged grid.
 EMBEDDED_MIN_PIXELS = 64 * 64
 EMBEDDED_MAX_PIXELS = 256 * 256
-# Qwen3-VL checkpoints normalise with mean = std = 0.5 (not the class's CLIP default).
-QWEN3_VL_IMAGE_MEAN = (0.5, 0.5, 0.5)
-QWEN3_VL_IMAGE_STD = (0.5, 0.5, 0.5)
 
 PREPROCESSOR_CONFIG = "preprocessor_config.json"
 
@@ -228,6 +231,12 @@ class Processor:
     """Tokenizer + image processor: chat messages and screenshots -> one model input sequence."""
 
     def __init__(self, tokenizer, image_processor: Qwen2VLImageProcessorPil):
+        ip = image_processor
+        if not (ip.do_resize and ip.do_rescale and ip.do_normalize and abs(ip.rescale_factor * 255 - 1) < 1e-9):
+            # the model applies x / 255 and the normalisation itself (inputs.still_patch_pixels)
+            raise ValueError("only Qwen's pixel pipeline is supported: resize, rescale by 1/255, normalise "
+                             f"(got do_resize={ip.do_resize}, do_rescale={ip.do_rescale}, "
+                             f"rescale_factor={ip.rescale_factor}, do_normalize={ip.do_normalize})")
         self.tokenizer = tokenizer
         self.image_processor = image_processor
         self.special = special_ids(tokenizer)
@@ -253,10 +262,17 @@ class Processor:
     # -- sizes -----------------------------------------------------------------------
 
     @property
-    def patch_dim(self) -> int:
-        """Length of one flattened patch: channels x temporal_patch_size x patch_size**2."""
-        ip = self.image_processor
-        return len(ip.image_mean) * ip.temporal_patch_size * ip.patch_size**2
+    def still_patch_dim(self) -> int:
+        """Length of one still-image patch from process_images: channels x patch_size**2."""
+        return len(self.image_processor.image_mean) * self.image_processor.patch_size**2
+
+    def check_normalisation(self, vision) -> None:
+        """The model (a VisionConfig) must normalise still patches the way this processor's
+        configuration says (weights.read_config takes it from the same checkpoint)."""
+        ours = (tuple(vision.image_mean), tuple(vision.image_std))
+        theirs = (tuple(self.image_processor.image_mean), tuple(self.image_processor.image_std))
+        if not np.allclose(ours, theirs):
+            raise ValueError(f"the model normalises pixels with mean/std {ours}, the image processor with {theirs}")
 
     def image_tokens(self, height: int, width: int) -> int:
         """How many <|image_pad|> tokens a height x width screenshot becomes (after the
@@ -282,13 +298,29 @@ class Processor:
     # -- model inputs ----------------------------------------------------------------
 
     def process_images(self, images: Sequence) -> tuple[np.ndarray, np.ndarray]:
-        """Images -> (pixel_values [N, patch_dim] float32, image_grid_thw [n_images, 3] int64),
-        the images' patches concatenated in order."""
-        if not images:
-            return np.zeros((0, self.patch_dim), np.float32), np.zeros((0, 3), np.int64)
-        arrays = [_as_rgb_array(image) for image in images]
-        out = self.image_processor(images=arrays, return_tensors="np", input_data_format="channels_last")
-        return out["pixel_values"].astype(np.float32, copy=False), out["image_grid_thw"].astype(np.int64, copy=False)
+        """Images -> (still patches uint8 [N, still_patch_dim], image_grid_thw [n_images, 3]
+        int64), the images' patches concatenated in order.
+
+        Each image is resized exactly as Qwen's processor resizes it, then cut into
+        patch_size squares in spatial-merge-block order, channel-major inside a patch. The
+        rescale, normalisation and temporal repeat happen on the device, so the host builds,
+        copies and sends 1/8 of the bytes of the processor's float32 output."""
+        ip = self.image_processor
+        p, m = ip.patch_size, ip.merge_size
+        pieces, grids = [], []
+        for image in images:
+            channels_first = np.ascontiguousarray(_as_rgb_array(image).transpose(2, 0, 1))
+            resized = np.asarray(ip.resize(channels_first, size=ip.size, resample=ip.resample, factor=p * m))
+            if resized.dtype != np.uint8:
+                raise TypeError(f"the image processor's resize returned {resized.dtype}, expected uint8 pixels")
+            c, h, w = resized.shape
+            gh, gw = h // p, w // p
+            blocks = resized.reshape(c, gh // m, m, p, gw // m, m, p).transpose(1, 4, 2, 5, 0, 3, 6)
+            pieces.append(blocks.reshape(gh * gw, c * p * p))
+            grids.append((1, gh, gw))
+        if not pieces:
+            return np.zeros((0, self.still_patch_dim), np.uint8), np.zeros((0, 3), np.int64)
+        return np.concatenate(pieces), np.asarray(grids, np.int64)
 
     def _expand_image_pads(self, ids: np.ndarray, grid_thw: np.ndarray) -> np.ndarray:
         """Repeats the i-th <|image_pad|> once per merged patch of image i."""
@@ -307,7 +339,7 @@ class Processor:
         Returns numpy arrays:
             input_ids          [L] int32
             mm_token_type_ids  [L] int32, 1 at <|image_pad|> positions, else 0
-            pixel_values       [N, C*T*P*P] float32, N = total patches (0 rows without images)
+            pixel_values       [N, C*P*P] uint8 still patches, N = total patches (0 rows without images)
             image_grid_thw     [n_images, 3] int64, (t, h, w) in patches per image
         """
         n_parts = count_image_parts(messages)

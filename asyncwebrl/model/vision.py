@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from asyncwebrl.model.config import VisionConfig
-from asyncwebrl.model.inputs import VisionInputs
+from asyncwebrl.model.inputs import VisionInputs, still_patch_pixels
 from asyncwebrl.model.layers import Compute, Einsum, LayerNorm, gelu_exact, gelu_tanh, inverse_frequencies, rotate, segment_attention
 
 
@@ -90,7 +90,10 @@ class VisionTower(nnx.Module):
 
     def __call__(self, vision: VisionInputs):
         """-> (tokens [I, P/4, D_text], [one [I, P/4, D_text] per DeepStack layer])."""
-        x = self.patch_embed(vision.patches)
+        patches = vision.patches
+        if patches.dtype == jnp.uint8:   # still patches from our Processor: normalised here, on the device
+            patches = still_patch_pixels(patches, self.cfg)
+        x = self.patch_embed(patches)
         table = self.pos_embed[...][vision.interp_index].astype(jnp.float32)      # [I, P, 4, D]
         x = x + jnp.einsum("ipkd,ipk->ipd", table, vision.interp_weight).astype(x.dtype)
         angles = self.rotary_angles(vision.rope_hw)

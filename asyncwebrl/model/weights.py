@@ -174,10 +174,18 @@ def tensor_map(config: ModelConfig) -> list[Tensor]:
 # ---------------------------------------------------------------- load and save
 
 def read_config(directory) -> ModelConfig:
+    """config.json, with the pixel normalisation of preprocessor_config.json when it has one
+    (the model applies it to still-image patches on the device)."""
     path = pathlib.Path(directory) / "config.json"
     if not path.exists():
         raise FileNotFoundError(f"{directory} is not a Hugging Face checkpoint directory (no config.json)")
-    return from_hf_dict(json.loads(path.read_text()))
+    config = from_hf_dict(json.loads(path.read_text()))
+    preprocessor = pathlib.Path(directory) / "preprocessor_config.json"
+    if preprocessor.exists():
+        pixels = json.loads(preprocessor.read_text())
+        normalisation = {k: tuple(float(x) for x in pixels[k]) for k in ("image_mean", "image_std") if k in pixels}
+        config = dataclasses.replace(config, vision=dataclasses.replace(config.vision, **normalisation))
+    return config
 
 
 def abstract_model(config: ModelConfig, **model_kwargs) -> Qwen3VL:

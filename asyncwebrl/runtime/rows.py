@@ -50,7 +50,7 @@ def step_rows(trajectories: list[Trajectory], advantages, store: ScreenshotStore
                 prompt_ids=np.asarray(step.prompt_ids, np.int32),
                 response_ids=np.asarray(step.response_ids, np.int32),
                 pixel_values=(np.concatenate([p for p, _ in images]) if images
-                              else np.zeros((0, processor.patch_dim), np.float32)),
+                              else np.zeros((0, processor.still_patch_dim), np.uint8)),
                 image_grid_thw=np.concatenate([g for _, g in images]) if images else np.zeros((0, 3), np.int64),
                 behave_logprobs=np.asarray(step.behave_logprobs, np.float32),
                 versions=np.asarray(step.versions, np.int32),

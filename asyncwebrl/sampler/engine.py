@@ -55,7 +55,7 @@ class EngineSettings:
 
 @dataclasses.dataclass
 class Image:
-    pixel_values: np.ndarray     # [patches, patch_dim]
+    pixel_values: np.ndarray     # [patches, still_patch_dim] uint8 (the Processor's), or float [patches, patch_dim]
     grid_thw: tuple              # (1, h, w) in patches
     key: str | None = None       # the screenshot key: enables the vision cache
 
@@ -214,7 +214,7 @@ class Engine:
                 zeros = np.zeros((1, bucket), np.int32)
                 features = None
                 if self.settings.max_images:
-                    patches = np.zeros((4, self.config.vision.patch_dim), np.float32)
+                    patches = np.zeros((4, self.config.vision.still_patch_dim), np.uint8)   # the Processor's kind
                     features = self._features([Image(pixel_values=patches, grid_thw=(1, 2, 2))])
                 self._cache, _, _ = self._prefill(self._params, self._cache, np.int32(0), np.int32(0), zeros,
                                                   np.zeros((3, 1, bucket), np.int32), zeros + 1, zeros - 1,

@@ -19,7 +19,7 @@ def as_request(fields: dict, max_new_tokens: int) -> Request:
     images = []
     if fields.get("pixel_values") is not None:
         grids = np.asarray(fields["image_grid_thw"]).reshape(-1, 3)
-        pixels = np.asarray(fields["pixel_values"], np.float32)
+        pixels = np.asarray(fields["pixel_values"])   # uint8 still patches or transformers' float ones
         bounds = np.concatenate([[0], np.cumsum(grids.prod(axis=1))])
         images = [Image(pixel_values=pixels[a:b], grid_thw=tuple(int(x) for x in g))
                   for g, a, b in zip(grids, bounds[:-1], bounds[1:])]
