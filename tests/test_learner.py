@@ -110,6 +110,26 @@ def test_gradient_accumulation_is_exact():
         assert abs(big_measured[name] - small_measured[name]) < 1e-5 * max(1.0, abs(big_measured[name])), name
 
 
+def test_single_step_update_takes_pi_prox_from_its_own_forward(monkeypatch):
+    """One optimiser step per update: pi_prox is the parameters the loss is taken at, so the
+    update without the separate proximal pass equals the one with it."""
+    rows = make_rows(6, seed=5)
+    shape = dataclasses.replace(SHAPE, rows_per_microbatch=1)
+    without = Learner(tiny_model(), settings(packing=shape))
+    assert not without._needs_proximal_pass(len(pack(rows, shape, CONFIG)))
+    with_pass = Learner(tiny_model(), settings(packing=shape))
+    monkeypatch.setattr(with_pass, "_needs_proximal_pass", lambda microbatches: True)
+    measured_without, measured_with = without.update(rows), with_pass.update(rows)
+    assert measured_with["prox_seconds"] > 0 and measured_without["optimizer_steps"] == 1
+    for a, b in zip(params_of(without), params_of(with_pass)):
+        np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-5)
+    for name in ("loss", "importance_weight_mean", "grad_norm"):
+        assert measured_without[name] == pytest.approx(measured_with[name], rel=1e-5, abs=1e-7), name
+    assert Learner(tiny_model(), settings(packing=shape, epochs=2))._needs_proximal_pass(3)
+    assert not Learner(tiny_model(), settings(packing=shape, epochs=2, loss=LossSettings(decoupled=False))
+                       )._needs_proximal_pass(3)
+
+
 def test_rl_update_measures_and_bumps_the_version():
     learner = Learner(tiny_model(), settings(epochs=2, minibatches=2,
                                              packing=dataclasses.replace(SHAPE, rows_per_microbatch=1)))

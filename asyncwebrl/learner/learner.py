@@ -86,7 +86,9 @@ class Learner:
         microbatches = [self._place(mb) for mb in pack(rows, self.settings.packing, self.config)]
         packed = time.perf_counter()
         rl = self.settings.loss.mode == "rl"
-        prox = jax.block_until_ready([self._logprobs(self.state.params, mb) if rl else None for mb in microbatches])
+        prox = [None] * len(microbatches)
+        if rl and self._needs_proximal_pass(len(microbatches)):
+            prox = jax.block_until_ready([self._logprobs(self.state.params, mb) for mb in microbatches])
         proximal = time.perf_counter()
         version = self.version
         totals, steps = {}, 0
@@ -112,6 +114,14 @@ class Learner:
             learning_rate=float(measured["learning_rate"]), version=self.version,
             seconds=time.perf_counter() - started, pack_seconds=packed - started, prox_seconds=proximal - packed)
         return measurements
+
+    def _needs_proximal_pass(self, microbatches: int) -> bool:
+        """pi_prox (decoupled loss) is the parameters at the start of the update. With one
+        optimiser step per update the loss is taken at exactly those parameters, so the
+        forward pass of the step itself gives pi_prox (stop-gradient) and a separate pass
+        would compute the same numbers again; the coupled loss does not use pi_prox."""
+        optimizer_steps = self.settings.epochs * min(self.settings.minibatches, microbatches)
+        return self.settings.loss.decoupled and optimizer_steps > 1
 
     def _batch_facts(self, rows: list[StepRow], microbatches: list[Microbatch], version: int) -> dict:
         response_tokens = sum(len(r.response_ids) for r in rows)

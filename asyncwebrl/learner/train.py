@@ -1,7 +1,8 @@
 """The jitted pieces of a learner update: log-probs, gradient accumulation, the optimiser step.
 
 An update is: one proximal log-prob pass over all microbatches (current parameters, no
-gradient), then for each minibatch: sum the gradients of its microbatches, divide by the
+gradient; skipped when the update is a single optimiser step, where pi_prox is exactly the
+parameters the loss is taken at, or when the loss is coupled), then for each minibatch: sum the gradients of its microbatches, divide by the
 minibatch's response-token count (exact accumulation: the result equals one big batch's
 token mean), clip, AdamW. The loop that strings them together is in learner.py.
 
@@ -102,6 +103,8 @@ def microbatch_loss(model, microbatch: Microbatch, prox_logprobs, settings: Loss
     if settings.mode == "sft":
         total = -(logp * mask).sum()
         return total, {"nll": total, "tokens": tokens}
+    if prox_logprobs is None:   # one optimiser step per update: pi_prox is these very parameters
+        prox_logprobs = jax.lax.stop_gradient(logp)
     mean, metrics = policy_loss(logp, prox_logprobs, microbatch.behave_logprobs, microbatch.advantages, mask,
                                 eps=settings.eps, eps_high=settings.eps_high, dual_clip=settings.dual_clip,
                                 behave_cap=settings.behave_cap, decoupled=settings.decoupled)
@@ -115,7 +118,8 @@ def build_steps(graphdef, tx: optax.GradientTransformation, schedule: optax.Sche
     """(logprobs, accumulate, apply) jitted for this model structure and loss.
 
     logprobs(params, microbatch) -> [R, L]
-    accumulate(params, grads, microbatch, prox) -> (grads + this microbatch's, its metric sums)  (grads donated)
+    accumulate(params, grads, microbatch, prox) -> (grads + this microbatch's, its metric sums)  (grads donated;
+                                                  prox None: pi_prox = stop_gradient of this forward's log-probs)
     apply(state, grads, metric sums) -> (state, measurements)                               (state donated)"""
     param_shardings = None if state_shardings is None else state_shardings.params
 
