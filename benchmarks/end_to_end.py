@@ -117,9 +117,11 @@ def run_variant(setting: str, config, web_step_s: float = 0.16) -> list[dict]:
                       "sampler_s": engine.busy_seconds(), "staleness_mean": measured["staleness_mean"],
                       "staleness_max": measured["staleness_max"], "update_s": measured["seconds"],
                       # where an update's time goes: packing rows (host), the proximal policy's
-                      # forward, and before the update, step rows from screenshots (host; + gather)
+                      # forward, and before the update, step rows from screenshots (host; + gather;
+                      # building a prefetched batch overlapped the previous update and is not counted)
                       "pack_s": measured["pack_seconds"], "prox_s": measured["prox_seconds"],
-                      "rows_s": measured["rows_seconds"],
+                      "rows_s": measured["rows_seconds"], "rows": measured["rows"],
+                      "prefetched": measured["prefetched"],
                       "rejected_stale": snapshot["rejected_stale"], "crashed": snapshot["episodes_crashed"]})
         if distributed.is_leader():
             print(json.dumps({"variant": variant_name(config), **marks[-1]}), flush=True)
@@ -153,6 +155,9 @@ def summarize(marks: list[dict], skip: int) -> dict:
         "mean_pack_s": round(float(np.mean([m["pack_s"] for m in window])), 2),
         "mean_prox_s": round(float(np.mean([m["prox_s"] for m in window])), 2),
         "mean_rows_s": round(float(np.mean([m["rows_s"] for m in window])), 2),
+        # learner seconds per step row: the learner's speed, whatever the episode lengths
+        "update_s_per_row": round(float(np.mean([m["update_s"] / m["rows"] for m in window])), 4),
+        "prefetched_updates": sum(bool(m["prefetched"]) for m in window),
         "groups_rejected_stale": last["rejected_stale"], "episodes_crashed": last["crashed"],
     }
 

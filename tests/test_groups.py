@@ -1,12 +1,16 @@
-"""Admission, dynamic sampling and staleness rejection (runtime/groups.py), as plain logic."""
+"""Admission, dynamic sampling and staleness rejection (runtime/groups.py), and the
+learner's prefetch of the next batch (runtime/orchestrator.py), as plain logic."""
 
 import collections
 import threading
+import time
+import types
 
 import pytest
 
 from asyncwebrl.records import Step, Task, Trajectory
 from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, TaskSampler
+from asyncwebrl.runtime.orchestrator import Batch, Prefetch
 
 TASKS = [Task(task_id=f"t{i}", task_name="x", website="http://a/", difficulty=d) for i, d in
          enumerate([1, 2, 3, 3, 5, 6, 8])]
@@ -109,6 +113,48 @@ def test_groups_older_than_eta_are_rejected_at_consumption():
     assert taken.group_id == fresh.group_id
     assert buffer.counts.rejected_stale == 1 and sorted(released) == [f"{old.group_id}/0", f"{old.group_id}/1"]
     assert buffer.accepted == 1                              # the rejected group gave its place back
+
+
+def test_taking_ahead_checks_staleness_at_the_version_of_training():
+    """The prefetch thread takes the next batch during an update: a group fresh now but
+    stale at the version it will be trained at is rejected, never trained at eta + 1."""
+    released = []
+    buffer = make_buffer(released, eta=1, groups_per_batch=1)
+    old, fresh = buffer.admit(), buffer.admit()
+    complete(buffer, old, [1.0, 0.0], version=0)
+    complete(buffer, fresh, [1.0, 0.0], version=1)
+    buffer.set_version(1)                                   # now: both within eta
+    (taken,) = buffer.take(1, timeout=1, ahead=1)           # trained at 2: old is 2 versions behind
+    assert taken.group_id == fresh.group_id and buffer.counts.rejected_stale == 1
+
+
+def test_groups_given_back_leave_the_counts_as_if_never_taken():
+    released = []
+    buffer = make_buffer(released, eta=1, groups_per_batch=1)
+    group = buffer.admit()
+    complete(buffer, group, [1.0, 0.0])
+    accepted, consumed = buffer.accepted, buffer.counts.consumed
+    taken = buffer.take(1, timeout=1)
+    assert buffer.counts.consumed == consumed + 1
+    buffer.give_back(taken)                                 # the trainer stopped before training them
+    assert buffer.counts.consumed == consumed and buffer.accepted == accepted - 1
+    assert sorted(released) == [f"{group.group_id}/0", f"{group.group_id}/1"]
+
+
+def test_prefetch_takes_the_next_batch_during_an_update_and_stops_when_told():
+    buffer = make_buffer([], eta=1, groups_per_batch=1)
+    trainer = types.SimpleNamespace(buffer=buffer, _batch=lambda groups: Batch(groups, rows=["row"], seconds=0.5))
+    prefetch = Prefetch(trainer)                                   # an update starts
+    group = buffer.admit()
+    complete(buffer, group, [1.0, 0.0])                            # a group finishes meanwhile
+    deadline = time.monotonic() + 10
+    while buffer.counts.consumed == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    batch = prefetch.finish()                                      # the update ends
+    assert batch.prefetched and [g.group_id for g in batch.groups] == [group.group_id] and batch.rows == ["row"]
+    started = time.monotonic()
+    assert Prefetch(trainer).finish() is None                      # nothing ready: it stops at once
+    assert time.monotonic() - started < 5
 
 
 def test_take_waits_for_a_batch_and_close_releases_the_waiter():

@@ -171,13 +171,14 @@ class GroupBuffer:
 
     # ------------------------------------------------------------ the learner's side
 
-    def take(self, count: int, timeout: float | None = None) -> list[Group] | None:
-        """`count` ready groups no older than eta at this version, or None on timeout/close.
-        Stale groups met on the way are rejected (their keys released)."""
+    def take(self, count: int, timeout: float | None = None, ahead: int = 0) -> list[Group] | None:
+        """`count` ready groups no older than eta at the version they will be trained at
+        (this version + `ahead`: 1 when taken during the update before), or None on
+        timeout/close. Stale groups met on the way are rejected (their keys released)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             while True:
-                self._reject_stale()
+                self._reject_stale(self.version + ahead)
                 if len(self.ready) >= count:
                     taken = [self.ready.popleft() for _ in range(count)]
                     self.counts.consumed += count
@@ -187,11 +188,20 @@ class GroupBuffer:
                     return None
                 self._lock.wait(remaining)
 
-    def _reject_stale(self) -> None:
+    def give_back(self, groups: list[Group]) -> None:
+        """Groups taken but never trained (the trainer stopped first): they no longer count
+        as consumed, so a resumed run's gate (accepted = consumed) stays exact."""
+        with self._lock:
+            self.counts.consumed -= len(groups)
+            self.accepted -= len(groups)
+            for group in groups:
+                self.release(group.screenshot_keys())
+
+    def _reject_stale(self, version: int) -> None:
         fresh = collections.deque()
         for group in self.ready:
             oldest = group.min_version()   # -1: no generated tokens (a scripted policy), never stale
-            if oldest >= 0 and self.version - oldest > self.eta:
+            if oldest >= 0 and version - oldest > self.eta:
                 self.accepted -= 1
                 self.counts.rejected_stale += 1
                 self.release(group.screenshot_keys())

@@ -7,6 +7,9 @@
                        decode iterations)
     caller's thread    the learner loop: B groups -> advantages -> step rows -> update ->
                        publish -> free screenshot keys -> metrics -> checkpoint
+    prefetch thread    (eta > 0) during each update: takes the next B groups as soon as
+                       they are ready and builds their step rows, so the host work of
+                       batch u + 1 overlaps the accelerator work of batch u
 
 Several processes (asyncwebrl/distributed.py) each run all three; their learner loops
 meet once per update: each brings B / P groups of its own collector, the step rows of
@@ -58,6 +61,50 @@ class PoolSettings:
     executable_path: str = ""
 
 
+@dataclasses.dataclass
+class Batch:
+    """One process's share of an update: its groups and their step rows."""
+    groups: list[Group]
+    rows: list
+    seconds: float              # host seconds it took to build the rows
+    prefetched: bool = False    # built on the prefetch thread, during the previous update
+
+
+class Prefetch:
+    """The next batch, taken and built on a helper thread while the learner trains.
+
+    Groups are taken as of the version they will be trained at (the one this update
+    publishes), so a prefetched group is never staler than eta. Only for eta > 0: with
+    eta = 0 no group of the next round can finish during an update."""
+
+    def __init__(self, orchestrator: Orchestrator):
+        self._orchestrator = orchestrator
+        self._done = threading.Event()
+        self._batch: Batch | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="prefetch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        buffer = self._orchestrator.buffer
+        try:
+            while not self._done.is_set():
+                groups = buffer.take(buffer.groups_per_batch, timeout=0.2, ahead=1)
+                if groups is not None:
+                    self._batch = dataclasses.replace(self._orchestrator._batch(groups), prefetched=True)
+                    return
+        except BaseException as error:   # surfaced by finish()
+            self._error = error
+
+    def finish(self) -> Batch | None:
+        """Stop waiting for groups; a batch already taken is completed and returned."""
+        self._done.set()
+        self._thread.join()
+        if self._error is not None:
+            raise RuntimeError("preparing the next batch failed") from self._error
+        return self._batch
+
+
 class Orchestrator:
     def __init__(self, *, learner: Learner, engine: Engine, policy, environment, store: ScreenshotStore,
                  processor: Processor, buffer: GroupBuffer, episode: EpisodeSettings, pool: PoolSettings,
@@ -94,15 +141,19 @@ class Orchestrator:
         collector = threading.Thread(target=self._collect_thread, name="collector", daemon=True)
         collector.start()
         update = updates_done
+        prefetched: Batch | None = None
         try:
             while update < self.settings.max_updates:
                 round_name = f"update/{update + 1}"
-                groups = self._next_groups(round_name)
-                if distributed.any_process(groups is None, round_name):
+                batch = self._next_batch(round_name, prefetched)
+                prefetched = None
+                if distributed.any_process(batch is None, round_name):
                     break
                 update += 1
-                self._update(update, groups)
+                prefetched = self._update(update, batch)
         finally:
+            if prefetched is not None:   # taken during the last update, never trained
+                self.buffer.give_back(prefetched.groups)
             self._stop.set()
             self.buffer.close()
             self._wake_collector()
@@ -111,37 +162,60 @@ class Orchestrator:
                 logging.warning("the collector did not stop within 120 s")
         return update
 
-    def _next_groups(self, round_name: str) -> list[Group] | None:
-        """This process's groups for the next update; None once stop() is called here or
-        another process stops before this round."""
+    def _next_batch(self, round_name: str, prefetched: Batch | None) -> Batch | None:
+        """This process's groups and step rows for the next update (the prefetched ones if
+        any); None once stop() is called here or another process stops before this round."""
+        if self.stopping or distributed.flag_raised(round_name):
+            if prefetched is not None:
+                self.buffer.give_back(prefetched.groups)
+            return None
+        if prefetched is not None:
+            return prefetched
         last_report = time.monotonic()
         while not (self.stopping or distributed.flag_raised(round_name)):
             groups = self.buffer.take(self.buffer.groups_per_batch, timeout=1.0)
             if self._collector_error is not None:
                 raise RuntimeError("the collector failed") from self._collector_error
             if groups is not None:
-                return groups
+                return self._batch(groups)
             if time.monotonic() - last_report > self.settings.wait_report_s:
                 logging.warning("learner waiting for groups: %s", self.buffer.snapshot())
                 last_report = time.monotonic()
         return None
 
-    def _update(self, update: int, groups: list[Group]) -> None:
+    def _batch(self, groups: list[Group]) -> Batch:
+        """Advantages and this process's step rows of some groups (host work: the
+        screenshots are read back from the store and processed)."""
+        started = time.perf_counter()
         trajectories = [t for g in groups for t in g.members]
         s = self.settings
         advantages = episode_advantages(trajectories, kind=s.kind, normalizer=s.normalizer, k=s.k)
+        rows = step_rows(trajectories, advantages, self.store, self.processor)
+        return Batch(groups, rows, time.perf_counter() - started)
+
+    def _update(self, update: int, batch: Batch) -> Batch | None:
+        """Train on a batch, publish the new version; returns the next batch if the prefetch
+        thread completed one during the update."""
         started = time.perf_counter()
-        rows = distributed.gather(step_rows(trajectories, advantages, self.store, self.processor))
-        rows_built = time.perf_counter()
-        measurements = self.learner.update(rows)
+        rows = distributed.gather(batch.rows)
+        gathered = time.perf_counter()
+        prefetch = Prefetch(self) if self.buffer.eta > 0 else None
+        try:
+            measurements = self.learner.update(rows)
+        finally:
+            prefetched = prefetch.finish() if prefetch is not None else None
         self.engine.publish(self.learner.params, self.learner.version)
         self.buffer.set_version(self.learner.version)
         self._wake_collector()
-        self.busy["learner_seconds"] += time.perf_counter() - started
-        measurements["rows_seconds"] = rows_built - started
-        self.on_update(update, measurements, groups)
-        for group in groups:   # the learner is done with these screenshots
+        self.busy["learner_seconds"] += time.perf_counter() - started + (0.0 if batch.prefetched else batch.seconds)
+        # host seconds spent on step rows while the accelerator waited (0 for building a
+        # prefetched batch, which overlapped the previous update), + the gather
+        measurements["rows_seconds"] = gathered - started + (0.0 if batch.prefetched else batch.seconds)
+        measurements["prefetched"] = batch.prefetched
+        self.on_update(update, measurements, batch.groups)
+        for group in batch.groups:   # the learner is done with these screenshots
             self.store.free(group.screenshot_keys())
+        return prefetched
 
     # ------------------------------------------------------------ the collector (asyncio thread)
 

@@ -225,6 +225,7 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
             "sampler_busy": min(1.0, sampler_seconds / max(wall, 1e-9)),
             "learner_busy": min(1.0, orchestrator.busy["learner_seconds"] / max(wall, 1e-9)),
             "update_seconds": measured["seconds"], "rows_seconds": measured["rows_seconds"],
+            "batch_prefetched": measured["prefetched"],
             "groups_dropped_uniform": snapshot["dropped_uniform"], "groups_dropped_too_few": snapshot["dropped_too_few"],
             "groups_rejected_stale": snapshot["rejected_stale"], "episodes_crashed": snapshot["episodes_crashed"],
             "screenshots_held": store.stats.entries, "wall_seconds": wall, "processes": len(reports),
