@@ -4,7 +4,6 @@ learner's prefetch of the next batch (runtime/orchestrator.py), as plain logic."
 import collections
 import threading
 import time
-import types
 
 import pytest
 
@@ -143,8 +142,10 @@ def test_groups_given_back_leave_the_counts_as_if_never_taken():
 
 def test_prefetch_takes_the_next_batch_during_an_update_and_stops_when_told():
     buffer = make_buffer([], eta=1, groups_per_batch=1)
-    trainer = types.SimpleNamespace(buffer=buffer, _batch=lambda groups: Batch(groups, rows=["row"], seconds=0.5))
-    prefetch = Prefetch(trainer)                                   # an update starts
+    def build(groups):
+        return Batch(groups, rows=["row"], seconds=0.5)
+
+    prefetch = Prefetch(buffer, build)                             # an update starts
     group = buffer.admit()
     complete(buffer, group, [1.0, 0.0])                            # a group finishes meanwhile
     deadline = time.monotonic() + 10
@@ -153,7 +154,7 @@ def test_prefetch_takes_the_next_batch_during_an_update_and_stops_when_told():
     batch = prefetch.finish()                                      # the update ends
     assert batch.prefetched and [g.group_id for g in batch.groups] == [group.group_id] and batch.rows == ["row"]
     started = time.monotonic()
-    assert Prefetch(trainer).finish() is None                      # nothing ready: it stops at once
+    assert Prefetch(buffer, build).finish() is None                # nothing ready: it stops at once
     assert time.monotonic() - started < 5
 
 

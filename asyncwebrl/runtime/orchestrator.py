@@ -29,6 +29,7 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from asyncwebrl import distributed
 from asyncwebrl.learner.learner import Learner
@@ -77,8 +78,8 @@ class Prefetch:
     publishes), so a prefetched group is never staler than eta. Only for eta > 0: with
     eta = 0 no group of the next round can finish during an update."""
 
-    def __init__(self, orchestrator: Orchestrator):
-        self._orchestrator = orchestrator
+    def __init__(self, buffer: GroupBuffer, build: Callable[[list[Group]], Batch]):
+        self._buffer, self._build = buffer, build
         self._done = threading.Event()
         self._batch: Batch | None = None
         self._error: BaseException | None = None
@@ -86,12 +87,11 @@ class Prefetch:
         self._thread.start()
 
     def _run(self) -> None:
-        buffer = self._orchestrator.buffer
         try:
             while not self._done.is_set():
-                groups = buffer.take(buffer.groups_per_batch, timeout=0.2, ahead=1)
+                groups = self._buffer.take(self._buffer.groups_per_batch, timeout=0.2, ahead=1)
                 if groups is not None:
-                    self._batch = dataclasses.replace(self._orchestrator._batch(groups), prefetched=True)
+                    self._batch = dataclasses.replace(self._build(groups), prefetched=True)
                     return
         except BaseException as error:   # surfaced by finish()
             self._error = error
@@ -199,7 +199,7 @@ class Orchestrator:
         started = time.perf_counter()
         rows = distributed.gather(batch.rows)
         gathered = time.perf_counter()
-        prefetch = Prefetch(self) if self.buffer.eta > 0 else None
+        prefetch = Prefetch(self.buffer, self._batch) if self.buffer.eta > 0 else None
         try:
             measurements = self.learner.update(rows)
         finally:
