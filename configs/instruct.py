@@ -30,6 +30,7 @@ def get_config():
     config.judge.model = ""
 
     config.agent.interaction = "coordinates"
+    config.agent.system_message = True          # the checkpoint reads its instructions
     config.agent.train_step_limits = (10, 20, 30)
     config.agent.test_step_limits = (30, 50, 70)
 

@@ -57,6 +57,13 @@ def test_history_window_of_one_shows_the_previous_screenshot_and_response():
     assert [c["image"] for c in images] == prompt.image_keys
 
 
+def test_the_system_message_can_be_left_out_and_nothing_else_changes():
+    full = PromptBuilder("set_of_marks").build(TASK, STEPS, observation(3))
+    bare = PromptBuilder("set_of_marks", system_message=False).build(TASK, STEPS, observation(3))
+    assert bare.messages == full.messages[1:] and bare.image_keys == full.image_keys
+    assert full.messages[0]["role"] == "system" and bare.messages[0]["role"] == "user"
+
+
 def test_no_window_summarises_everything_and_marks_list_elements():
     prompt = PromptBuilder("set_of_marks", history=0).build(TASK, STEPS, observation(3))
     assert [m["role"] for m in prompt.messages] == ["system", "user"]

@@ -1,6 +1,7 @@
 """PromptBuilder: the agent's prompt as Qwen3-VL chat messages (SPEC.md §3).
 
     system     how to answer: tool, actions, the memory-additive (or compressive) format
+               (optional: left out for a model trained from scratch)
     user       the task and start URL; one-line summaries of steps older than the window;
                then, for each of the last H steps, its screenshot ...
     assistant  ... and the raw response written then
@@ -73,7 +74,10 @@ def step_summary(step: Step) -> str:
 
 
 class PromptBuilder:
-    def __init__(self, interaction: str, *, history: int = 1, memory: str = "additive"):
+    def __init__(self, interaction: str, *, history: int = 1, memory: str = "additive", system_message: bool = True):
+        """system_message=False leaves the constant instructions out: a model trained from
+        scratch (the embedded default) cannot read them, and they would be ~1.1k tokens of
+        every prompt to prefill and train on."""
         if interaction not in INTERACTIONS:
             raise ValueError(f"interaction must be one of {INTERACTIONS}, got {interaction!r}")
         if memory not in MEMORY_MODES:
@@ -82,6 +86,7 @@ class PromptBuilder:
             raise ValueError("history must be >= 0")
         self.interaction, self.history, self.memory = interaction, history, memory
         self.system = system_prompt(interaction, memory)
+        self.system_message = system_message
 
     def _state(self, observation: Observation) -> str:
         lines = [f"Step {observation.step + 1}. URL: {observation.url}", f"Title: {observation.title}"]
@@ -98,7 +103,7 @@ class PromptBuilder:
         intro = f"Task: {task.task_name}\nStart URL: {task.website}"
         if older:
             intro += "\nEarlier steps:\n" + "\n".join(step_summary(s) for s in older)
-        messages: list[dict] = [{"role": "system", "content": self.system}]
+        messages: list[dict] = [{"role": "system", "content": self.system}] if self.system_message else []
         image_keys: list[str] = []
         pending_text = [intro]  # goes at the head of the next user message
         for step in window:

@@ -40,7 +40,8 @@ def pool_arguments(config) -> dict:
 
 
 def prompt_builder(config) -> PromptBuilder:
-    return PromptBuilder(config.agent.interaction, memory=config.agent.memory)
+    return PromptBuilder(config.agent.interaction, memory=config.agent.memory,
+                         system_message=config.agent.system_message)
 
 
 def make_environment(config, web: LocalWeb, store: ScreenshotStore):

@@ -121,6 +121,11 @@ def warm_start(config, run: RunDirectory, web: LocalWeb, processor, model, tasks
     rows = fitting
     if not rows:
         raise RuntimeError("the oracle solved no demonstration task: nothing to warm-start on")
+    cut = sum(len(r.response_ids) > config.sampler.max_new_tokens for r in rows)
+    if cut:   # the warm start then teaches responses the sampler will always stop short of
+        logging.warning("%d of %d demonstration responses are longer than sampler.max_new_tokens=%d: "
+                        "the model cannot write them whole (their actions come at the end)",
+                        cut, len(rows), config.sampler.max_new_tokens)
     learner = make_learner(config, model, "sft")
     rng = np.random.default_rng(config.seed)
     for step in range(1, config.sft.steps + 1):
