@@ -72,8 +72,9 @@ def get_config() -> config_dict.ConfigDict:
     config.agent.test_step_limits = (6, 10, 14)
     config.agent.memory = "additive"  # additive | compressive (the memory-prompt ablation)
     # The system message (tool, actions, response format; ~1.1k byte tokens). Off for the tiny
-    # model trained from scratch, which cannot read it: it would be ~40% of every prompt to
-    # prefill and train on (BENCHMARKS.md, "Embedded default"). A pretrained checkpoint needs it.
+    # model trained from scratch, which cannot read it: it would be a third or more of every
+    # prompt to prefill and train on (BENCHMARKS.md, "Embedded default"). A pretrained
+    # checkpoint needs it.
     config.agent.system_message = False
 
     config.browser = config_dict.ConfigDict()
