@@ -2,9 +2,10 @@
 
 An update is: one proximal log-prob pass over all microbatches (current parameters, no
 gradient; skipped when the update is a single optimiser step, where pi_prox is exactly the
-parameters the loss is taken at, or when the loss is coupled), then for each minibatch: sum the gradients of its microbatches, divide by the
-minibatch's response-token count (exact accumulation: the result equals one big batch's
-token mean), clip, AdamW. The loop that strings them together is in learner.py.
+parameters the loss is taken at, or when the loss is coupled), then for each minibatch:
+sum the gradients of its microbatches, divide by the minibatch's response-token count
+(exact accumulation: the result equals one big batch's token mean), clip, AdamW. The loop
+that strings them together is in learner.py.
 
 All three functions are jitted once with the learner mesh's parameter shardings; the
 train state is donated, so parameters and optimiser moments are updated in place.
