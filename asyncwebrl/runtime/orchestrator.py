@@ -150,7 +150,7 @@ class Orchestrator:
                 if distributed.any_process(batch is None, round_name):
                     break
                 update += 1
-                prefetched = self._update(update, batch)
+                prefetched = self._update(update, batch, prefetch=update < self.settings.max_updates)
         finally:
             if prefetched is not None:   # taken during the last update, never trained
                 self.buffer.give_back(prefetched.groups)
@@ -165,12 +165,11 @@ class Orchestrator:
     def _next_batch(self, round_name: str, prefetched: Batch | None) -> Batch | None:
         """This process's groups and step rows for the next update (the prefetched ones if
         any); None once stop() is called here or another process stops before this round."""
-        if self.stopping or distributed.flag_raised(round_name):
-            if prefetched is not None:
-                self.buffer.give_back(prefetched.groups)
-            return None
         if prefetched is not None:
-            return prefetched
+            if not (self.stopping or distributed.flag_raised(round_name)):
+                return prefetched
+            self.buffer.give_back(prefetched.groups)
+            return None
         last_report = time.monotonic()
         while not (self.stopping or distributed.flag_raised(round_name)):
             groups = self.buffer.take(self.buffer.groups_per_batch, timeout=1.0)
@@ -193,13 +192,13 @@ class Orchestrator:
         rows = step_rows(trajectories, advantages, self.store, self.processor)
         return Batch(groups, rows, time.perf_counter() - started)
 
-    def _update(self, update: int, batch: Batch) -> Batch | None:
-        """Train on a batch, publish the new version; returns the next batch if the prefetch
-        thread completed one during the update."""
+    def _update(self, update: int, batch: Batch, prefetch: bool) -> Batch | None:
+        """Train on a batch, publish the new version; returns the next batch if `prefetch`
+        (another update follows) and the prefetch thread completed one meanwhile."""
         started = time.perf_counter()
         rows = distributed.gather(batch.rows)
         gathered = time.perf_counter()
-        prefetch = Prefetch(self.buffer, self._batch) if self.buffer.eta > 0 else None
+        prefetch = Prefetch(self.buffer, self._batch) if prefetch and self.buffer.eta > 0 else None
         try:
             measurements = self.learner.update(rows)
         finally:
@@ -207,10 +206,11 @@ class Orchestrator:
         self.engine.publish(self.learner.params, self.learner.version)
         self.buffer.set_version(self.learner.version)
         self._wake_collector()
-        self.busy["learner_seconds"] += time.perf_counter() - started + (0.0 if batch.prefetched else batch.seconds)
-        # host seconds spent on step rows while the accelerator waited (0 for building a
-        # prefetched batch, which overlapped the previous update), + the gather
-        measurements["rows_seconds"] = gathered - started + (0.0 if batch.prefetched else batch.seconds)
+        # host seconds spent on step rows while the accelerator waited: building them (not
+        # for a prefetched batch, which overlapped the previous update) and the gather
+        waited_for_rows = (0.0 if batch.prefetched else batch.seconds) + gathered - started
+        self.busy["learner_seconds"] += time.perf_counter() - gathered + waited_for_rows
+        measurements["rows_seconds"] = waited_for_rows
         measurements["prefetched"] = batch.prefetched
         self.on_update(update, measurements, batch.groups)
         for group in batch.groups:   # the learner is done with these screenshots
