@@ -59,7 +59,9 @@ GPU_OVERRIDES = {
     "sft.steps": 0, "eval.num_tasks": 0, "model.preset": "2b", "model.dtype": "bfloat16", "model.attention": "pallas",
     "sampler.slots": 64, "sampler.capacity": 3072, "sampler.prompt_buckets": (2560, 3072),
     "sampler.patches_per_image": 3520, "sampler.max_new_tokens": 64, "learner.row_length": 3072,
-    "learner.images_per_microbatch": 2, "rl.group_size": 4, "rl.groups_per_batch": 4, "rl.max_running_groups": 12,
+    # 4 rows and 5 images a microbatch: 4 consecutive steps of an episode share 3 screenshots
+    "learner.rows_per_microbatch": 4, "learner.images_per_microbatch": 5,
+    "rl.group_size": 4, "rl.groups_per_batch": 4, "rl.max_running_groups": 12,
     "rl.dynamic_sampling": False, "browser.pages": 48,
 }
 VARIANTS = {"async": {"rl.eta": 2}, "sync": {"rl.eta": 0}}
@@ -121,7 +123,8 @@ def run_variant(setting: str, config, web_step_s: float = 0.16) -> list[dict]:
                       # building a prefetched batch overlapped the previous update and is not counted)
                       "pack_s": measured["pack_seconds"], "prox_s": measured["prox_seconds"],
                       "rows_s": measured["rows_seconds"], "rows": measured["rows"],
-                      "prefetched": measured["prefetched"],
+                      "prefetched": measured["prefetched"], "lead": snapshot["lead"],
+                      "images_shown": measured["images_shown"], "images_encoded": measured["images_encoded"],
                       "rejected_stale": snapshot["rejected_stale"], "crashed": snapshot["episodes_crashed"]})
         if distributed.is_leader():
             print(json.dumps({"variant": variant_name(config), **marks[-1]}), flush=True)
@@ -158,6 +161,9 @@ def summarize(marks: list[dict], skip: int) -> dict:
         # learner seconds per step row: the learner's speed, whatever the episode lengths
         "update_s_per_row": round(float(np.mean([m["update_s"] / m["rows"] for m in window])), 4),
         "prefetched_updates": sum(bool(m["prefetched"]) for m in window),
+        "admission_lead_last": last["lead"],   # groups in flight that pacing allows (rl.pace_admission)
+        "images_encoded_per_shown": round(sum(m["images_encoded"] for m in window)
+                                          / max(1, sum(m["images_shown"] for m in window)), 3),
         "groups_rejected_stale": last["rejected_stale"], "episodes_crashed": last["crashed"],
     }
 

@@ -117,6 +117,9 @@ def get_config() -> config_dict.ConfigDict:
     config.rl.group_size = 3  # episodes per task group (G)
     config.rl.groups_per_batch = 1  # informative groups per update (B; split evenly over processes)
     config.rl.max_running_groups = 2  # task groups in flight at once (per process)
+    # Admit no more groups than the learner takes in time (asyncwebrl/runtime/groups.py): groups
+    # that finish early wait, growing a version older per update. False: only the eta gate.
+    config.rl.pace_admission = True
     # Dynamic sampling drops groups whose rewards are all equal (no signal). Off here: the
     # tiny warm-started policy rarely succeeds, and waiting for informative groups would
     # stall the embedded run; instruct.py / thinking.py keep it on, as the paper does.

@@ -66,6 +66,39 @@ def test_eta_allows_groups_ahead_of_the_learner_and_max_running_caps_them():
     assert buffer.admit() is not None and buffer.admit() is not None and buffer.admit() is None
 
 
+def test_pacing_shrinks_the_lead_while_groups_wait_and_grows_it_when_the_learner_starves():
+    buffer = make_buffer([], eta=2, max_running=10, pacing=True)    # B = 2: lead within [2, 6]
+    groups = [buffer.admit() for _ in range(6)]
+    assert all(groups) and buffer.admit() is None and buffer.lead == 6
+    for group in groups:
+        complete(buffer, group, [1.0, 0.0])
+    buffer.take(2, timeout=1)
+    buffer.pace(starved=False)          # 4 complete groups wait out this update: 2 too many
+    assert buffer.lead == 4
+    assert buffer.admit() is None       # 4 waiting fill the lead, though the eta gate has room
+    buffer.take(2, timeout=1)
+    buffer.set_version(1)
+    buffer.pace(starved=False)          # 2 still wait
+    assert buffer.lead == 3
+    assert buffer.admit() is not None and buffer.admit() is None
+    buffer.take(2, timeout=1)
+    buffer.set_version(2)
+    buffer.pace(starved=False)          # nothing waits: the lead holds
+    assert buffer.lead == 3
+    for _ in range(5):
+        buffer.pace(starved=True)
+    assert buffer.lead == 6             # never above the eta gate's (eta + 1) * B
+    for _ in range(3):
+        buffer.ready.extend(groups)
+        buffer.pace(starved=False)
+        buffer.ready.clear()
+    assert buffer.lead == 2             # never below one batch
+    unpaced = make_buffer([], eta=2, max_running=10)
+    unpaced.ready.extend(groups)
+    unpaced.pace(starved=False)
+    assert unpaced.lead == 6
+
+
 def test_uniform_groups_are_dropped_and_their_screenshots_released():
     released = []
     buffer = make_buffer(released)

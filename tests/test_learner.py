@@ -75,7 +75,7 @@ def test_packed_rows_score_like_rows_alone():
     for row in rows:
         (mb,) = pack([row], alone_shape, CONFIG)
         alone_scores.append(np.asarray(target_logprobs(model, mb, 1.0, 64))[np.asarray(mb.loss_mask) > 0])
-    # packing reorders rows (longest first); compare as multisets of per-row score vectors
+    # compare as multisets of per-row score vectors
     assert np.isclose(np.sort(packed_scores), np.sort(np.concatenate(alone_scores)), atol=2e-5).all()
     assert sum(float(mb.loss_mask.sum()) for mb in packed) == sum(len(r.response_ids) for r in rows)
 
@@ -94,6 +94,54 @@ def test_packing_marks_targets_and_rejects_rows_that_do_not_fit():
         pack(rows, dataclasses.replace(SHAPE, row_length=8), CONFIG)
     with pytest.raises(ValueError, match="patches_per_image"):
         pack(rows, dataclasses.replace(SHAPE, patches_per_image=4), CONFIG)
+
+
+def episode_rows(steps: int, seed: int = 0, keys: bool = True) -> list[StepRow]:
+    """Step rows of one episode with history 1: step j shows screenshots j-1 and j, so
+    consecutive rows share one (named by its store key unless keys=False)."""
+    rng = np.random.default_rng(seed)
+    screenshots = [PROCESSOR.process_images([rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)])
+                   for _ in range(steps)]
+    image = [CONFIG.vision_start_token_id] + [CONFIG.image_token_id] * 4 + [CONFIG.vision_end_token_id]
+    rows = []
+    for j in range(steps):
+        shown = [j - 1, j] if j else [0]
+        prompt = list(rng.integers(0, 256, 6))
+        for _ in shown:
+            prompt += image + list(rng.integers(0, 256, 4))
+        response = rng.integers(0, 256, 8).astype(np.int32)
+        rows.append(StepRow(prompt_ids=np.array(prompt, np.int32), response_ids=response,
+                            pixel_values=np.concatenate([screenshots[i][0] for i in shown]),
+                            image_grid_thw=np.concatenate([screenshots[i][1] for i in shown]),
+                            behave_logprobs=-rng.uniform(4.0, 7.0, 8).astype(np.float32),
+                            versions=np.zeros(8, np.int32), advantage=float(rng.normal()),
+                            image_keys=tuple(f"shot-{i}" for i in shown) if keys else ()))
+    return rows
+
+
+def test_rows_sharing_a_screenshot_share_its_encoding():
+    """Consecutive steps of an episode land in one microbatch and encode their common
+    screenshot once; the log-probs and the update are those of unshared encodings."""
+    shape = PackingShape(row_length=64, rows_per_microbatch=3, images_per_microbatch=4, patches_per_image=16)
+    shared, unshared = episode_rows(6, keys=True), episode_rows(6, keys=False)
+    shared_packed, unshared_packed = pack(shared, shape, CONFIG), pack(unshared, shape, CONFIG)
+    encoded = lambda packed: sum(int(mb.inputs.vision.patch_valid[:, 0].sum()) for mb in packed)  # noqa: E731
+    # 4 screenshots fill the first microbatch; the next repeats the last of them: 7 encodings
+    assert encoded(shared_packed) == 7 < encoded(unshared_packed) == 11
+    assert len(shared_packed) == 2 < len(unshared_packed)
+    model = tiny_model()
+    scores = lambda packed: np.sort(np.concatenate([  # noqa: E731
+        np.asarray(target_logprobs(model, mb, 1.0, 64))[np.asarray(mb.loss_mask) > 0] for mb in packed]))
+    np.testing.assert_allclose(scores(shared_packed), scores(unshared_packed), atol=2e-5)
+    with_keys = Learner(tiny_model(), settings(packing=shape))
+    without_keys = Learner(tiny_model(), settings(packing=shape))
+    measured = with_keys.update(shared)
+    assert (measured["images_shown"], measured["images_encoded"]) == (11, 7)
+    without_keys.update(unshared)
+    for a, b in zip(params_of(with_keys), params_of(without_keys)):
+        np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="image keys"):
+        pack([dataclasses.replace(shared[1], image_keys=("one",))], shape, CONFIG)
 
 
 def test_gradient_accumulation_is_exact():

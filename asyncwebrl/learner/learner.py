@@ -83,7 +83,10 @@ class Learner:
         if not rows:
             raise ValueError("an update needs at least one step row")
         started = time.perf_counter()
-        microbatches = [self._place(mb) for mb in pack(rows, self.settings.packing, self.config)]
+        packed_on_host = pack(rows, self.settings.packing, self.config)
+        images_encoded = sum(int(mb.inputs.vision.patch_valid[:, 0].sum()) for mb in packed_on_host
+                             if mb.inputs.vision is not None)
+        microbatches = [self._place(mb) for mb in packed_on_host]
         packed = time.perf_counter()
         rl = self.settings.loss.mode == "rl"
         prox = [None] * len(microbatches)
@@ -110,6 +113,7 @@ class Learner:
         measurements = {name: value / steps for name, value in totals.items()}
         measurements.update(
             self._batch_facts(rows, microbatches, version),
+            images_shown=sum(r.num_images for r in rows), images_encoded=images_encoded,
             skipped=totals["skipped"], optimizer_steps=steps, param_norm=float(measured["param_norm"]),
             learning_rate=float(measured["learning_rate"]), version=self.version,
             seconds=time.perf_counter() - started, pack_seconds=packed - started, prox_seconds=proximal - packed)

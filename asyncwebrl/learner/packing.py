@@ -1,12 +1,17 @@
 """Step rows -> fixed-shape packed microbatches.
 
 A step row is one agent step as the learner trains on it: the prompt exactly as the
-sampler saw it (image placeholders expanded) followed by the response it wrote. Rows are
-packed first-fit-decreasing into sequences of `row_length` tokens; each row is its own
-segment (attention never crosses rows, positions restart per row). A microbatch is
-`rows_per_microbatch` packed sequences plus at most `images_per_microbatch` images of
-`patches_per_image` patches: every microbatch has the same shapes, so one compilation
-serves a whole run.
+sampler saw it (image placeholders expanded) followed by the response it wrote. A microbatch is
+`rows_per_microbatch` sequences of `row_length` tokens plus at most
+`images_per_microbatch` images of `patches_per_image` patches: every microbatch has the
+same shapes, so one compilation serves a whole run. A sequence holds one or more rows,
+each its own segment (attention never crosses rows, positions restart per row).
+
+Rows are placed first-fit, in the order given, preferring the microbatch that already
+holds one of the row's screenshots: with history, consecutive steps of an episode show
+the same screenshot, and rows that share it in one microbatch share its encoding (the
+vision tower is most of the learner's work on screenshots). Rows name their images by
+`image_keys`; rows without keys share nothing.
 
 Per-token arrays are aligned to the *input* position that predicts the token: position t
 carries target = token t+1 of the same row, and the loss mask is 1 where that target is a
@@ -33,6 +38,7 @@ class StepRow:
     behave_logprobs: np.ndarray    # [r] float32: log-prob of each response token under the sampler
     versions: np.ndarray           # [r] int32: weight version that wrote each response token
     advantage: float = 0.0         # the same for every response token of the step
+    image_keys: tuple[str, ...] = ()   # the screenshots' store keys, one per image (or none)
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.response_ids)
@@ -40,6 +46,13 @@ class StepRow:
     @property
     def num_images(self) -> int:
         return len(self.image_grid_thw)
+
+    def image_identities(self, index: int) -> list:
+        """What makes two images one: the store key (with the grid, in case a key were
+        processed at two sizes), or, without keys, the row and position (never shared)."""
+        if self.image_keys:
+            return [(key, tuple(grid)) for key, grid in zip(self.image_keys, self.image_grid_thw.tolist())]
+        return [(index, j) for j in range(self.num_images)]
 
 
 @struct.dataclass
@@ -65,7 +78,7 @@ class PackingShape:
 
 
 def pack(rows: list[StepRow], shape: PackingShape, config: ModelConfig) -> list[Microbatch]:
-    """All rows, packed into as few fixed-shape microbatches as first-fit-decreasing finds."""
+    """All rows, in fixed-shape microbatches (first fit, rows sharing screenshots together)."""
     for index, row in enumerate(rows):
         if len(row) > shape.row_length:
             raise ValueError(f"step row {index} has {len(row)} tokens; row_length is {shape.row_length}")
@@ -78,42 +91,58 @@ def pack(rows: list[StepRow], shape: PackingShape, config: ModelConfig) -> list[
         if row.pixel_values.dtype != np.uint8:   # one kind of patches: one compilation, 1/8 of the bytes
             raise ValueError(f"step row {index} carries {row.pixel_values.dtype} pixels; step rows carry the "
                              f"uint8 still patches of Processor.process_images")
+        if row.image_keys and len(row.image_keys) != row.num_images:
+            raise ValueError(f"step row {index} names {len(row.image_keys)} image keys for {row.num_images} images")
         if not len(row.response_ids) == len(row.behave_logprobs) == len(row.versions):
             raise ValueError(f"step row {index}: response, behave_logprobs and versions differ in length")
-    sequences = _first_fit(rows, shape)
-    microbatches, current, images = [], [], 0
-    for sequence in sequences:
-        sequence_images = sum(rows[i].num_images for i in sequence)
-        if current and (len(current) == shape.rows_per_microbatch
-                        or images + sequence_images > shape.images_per_microbatch):
-            microbatches.append(_assemble([[rows[i] for i in s] for s in current], shape, config))
-            current, images = [], 0
-        current.append(sequence)
-        images += sequence_images
-    if current:
-        microbatches.append(_assemble([[rows[i] for i in s] for s in current], shape, config))
-    return microbatches
+    return [_assemble(rows, layout.sequences, shape, config) for layout in _place(rows, shape)]
 
 
-def _first_fit(rows: list[StepRow], shape: PackingShape) -> list[list[int]]:
-    """Row indices grouped into sequences of at most row_length tokens (and the image cap)."""
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i]), reverse=True)
-    sequences, free, images = [], [], []
-    for i in order:
-        for s in range(len(sequences)):
-            if free[s] >= len(rows[i]) and images[s] + rows[i].num_images <= shape.images_per_microbatch:
-                sequences[s].append(i)
-                free[s] -= len(rows[i])
-                images[s] += rows[i].num_images
+@dataclasses.dataclass
+class _Layout:
+    """One microbatch being filled: row indices per sequence, and the images it encodes."""
+    sequences: list[list[int]]
+    free: list[int]                # tokens left per sequence
+    images: set
+
+    def seat(self, row: StepRow, images: list, shape: PackingShape) -> int | None:
+        """The sequence that can take the row (len(sequences) = a new one), or None."""
+        if len(self.images.union(images)) > shape.images_per_microbatch:
+            return None
+        for s, free in enumerate(self.free):
+            if free >= len(row):
+                return s
+        return len(self.sequences) if len(self.sequences) < shape.rows_per_microbatch else None
+
+    def add(self, index: int, row: StepRow, images: list, seat: int, shape: PackingShape) -> None:
+        if seat == len(self.sequences):
+            self.sequences.append([])
+            self.free.append(shape.row_length)
+        self.sequences[seat].append(index)
+        self.free[seat] -= len(row)
+        self.images.update(images)
+
+
+def _place(rows: list[StepRow], shape: PackingShape) -> list[_Layout]:
+    """First fit in row order, trying first the microbatch that shares most screenshots."""
+    layouts: list[_Layout] = []
+    for index, row in enumerate(rows):
+        images = row.image_identities(index)
+        by_sharing = sorted(layouts, key=lambda layout: -len(layout.images.intersection(images)))  # stable
+        for layout in by_sharing:
+            seat = layout.seat(row, images, shape)
+            if seat is not None:
+                layout.add(index, row, images, seat, shape)
                 break
         else:
-            sequences.append([i])
-            free.append(shape.row_length - len(rows[i]))
-            images.append(rows[i].num_images)
-    return sequences
+            layout = _Layout([], [], set())
+            layout.add(index, row, images, 0, shape)
+            layouts.append(layout)
+    return layouts
 
 
-def _assemble(sequences: list[list[StepRow]], shape: PackingShape, config: ModelConfig) -> Microbatch:
+def _assemble(rows: list[StepRow], sequences: list[list[int]], shape: PackingShape, config: ModelConfig) -> Microbatch:
+    """The arrays of one microbatch: sequences of row indices; each distinct image once."""
     R, L = shape.rows_per_microbatch, shape.row_length
     tokens = np.zeros((R, L), np.int32)
     positions = np.zeros((3, R, L), np.int32)
@@ -124,11 +153,12 @@ def _assemble(sequences: list[list[StepRow]], shape: PackingShape, config: Model
     behave = np.zeros((R, L), np.float32)
     advantages = np.zeros((R, L), np.float32)
     versions = np.zeros((R, L), np.int32)
-    pixels, grids = [], []
+    pixels, grids, encoded = [], [], {}   # encoded: image identity -> its index in the microbatch
     stride = shape.patches_per_image // config.vision.merge_unit
     for r, sequence in enumerate(sequences):
         offset = 0
-        for segment, row in enumerate(sequence, start=1):
+        for segment, index in enumerate(sequence, start=1):
+            row = rows[index]
             ids = np.concatenate([row.prompt_ids, row.response_ids]).astype(np.int32)
             span = slice(offset, offset + len(ids))
             types = np.zeros(len(ids), np.int32)  # a response is text, even if it spells an image pad
@@ -137,12 +167,16 @@ def _assemble(sequences: list[list[StepRow]], shape: PackingShape, config: Model
             positions[:, r, span], _ = sequence_positions(types, row.image_grid_thw, config.vision.spatial_merge_size)
             image_slots = np.flatnonzero(types)
             if len(image_slots):
-                per_image = row.image_grid_thw.prod(axis=1) // config.vision.merge_unit
-                first = len(grids)
-                source[r, offset + image_slots] = np.concatenate(
-                    [(first + i) * stride + np.arange(n) for i, n in enumerate(per_image)])
-                pixels.append(row.pixel_values)
-                grids.extend(row.image_grid_thw)
+                patches = row.image_grid_thw.prod(axis=1)
+                starts = np.concatenate([[0], np.cumsum(patches)])
+                slots = []
+                for j, identity in enumerate(row.image_identities(index)):
+                    if identity not in encoded:
+                        encoded[identity] = len(grids)
+                        pixels.append(row.pixel_values[starts[j]:starts[j + 1]])
+                        grids.append(row.image_grid_thw[j])
+                    slots.append(encoded[identity] * stride + np.arange(patches[j] // config.vision.merge_unit))
+                source[r, offset + image_slots] = np.concatenate(slots)
             # input position t predicts token t+1; the response starts at prompt length p
             p, n = len(row.prompt_ids), len(row.response_ids)
             predict = slice(offset + p - 1, offset + p - 1 + n)

@@ -11,6 +11,14 @@ so full buffers hold admission back; a group rejected at consumption for stalene
 gives its place back. eta = 0 is synchronous RL: admission pauses while the learner
 updates, because the B groups of version v fill the gate until v + 1 is published.
 
+Pacing (optional) keeps admission from running ahead of the learner's demand: the gate
+allows up to (eta + 1) * B groups in flight, and when the learner is the bottleneck they
+all finish early and wait, each update making them a version older. So the groups in
+flight (running + waiting) are also capped by `lead`, which adapts once per update:
+down while complete groups are still waiting when the learner starts an update (they
+will age a whole update), up when the learner had to wait for its batch. It stays
+within [B, (eta + 1) * B].
+
 Everything here is plain Python under one lock: the collector (asyncio thread) adds
 trajectories, the learner thread takes groups.
 """
@@ -96,7 +104,7 @@ class GroupBuffer:
 
     def __init__(self, *, group_size: int, groups_per_batch: int, eta: int, max_running: int,
                  sampler: TaskSampler, release=lambda keys: None, version: int = 0,
-                 counts: GroupCounts | None = None, dynamic_sampling: bool = True):
+                 counts: GroupCounts | None = None, dynamic_sampling: bool = True, pacing: bool = False):
         if group_size < 2:
             raise ValueError("a group needs at least 2 episodes (the advantage is relative to the group)")
         if groups_per_batch < 1 or eta < 0 or max_running < 1:
@@ -105,6 +113,9 @@ class GroupBuffer:
         self.sampler = sampler
         self.release = release
         self.dynamic_sampling = dynamic_sampling
+        self.pacing = pacing
+        self.max_lead = (eta + 1) * groups_per_batch
+        self.lead = self.max_lead   # groups in flight allowed by pacing (running + waiting)
         self.version = version
         self.counts = counts or GroupCounts()
         # after a restart nothing is running or waiting: accepted = what the learner consumed
@@ -122,7 +133,8 @@ class GroupBuffer:
 
     def _gate_open(self) -> bool:
         limit = (self.eta + self.version + 1) * self.groups_per_batch
-        return len(self.running) < self.max_running and self.accepted + len(self.running) < limit
+        return (len(self.running) < self.max_running and self.accepted + len(self.running) < limit
+                and len(self.running) + len(self.ready) < self.lead)
 
     def admit(self) -> Group | None:
         """A new group to run, or None while the staleness gate is closed."""
@@ -188,6 +200,22 @@ class GroupBuffer:
                     return None
                 self._lock.wait(remaining)
 
+    def batch_ready(self) -> bool:
+        """Whether a take() of B groups would not wait (stale groups aside)."""
+        with self._lock:
+            return len(self.ready) >= self.groups_per_batch
+
+    def pace(self, *, starved: bool) -> None:
+        """The learner starts an update (`starved`: it had to wait for the batch): adapt
+        `lead`. Each complete group still waiting now will wait out this whole update."""
+        if not self.pacing:
+            return
+        with self._lock:
+            if starved:
+                self.lead = min(self.lead + 1, self.max_lead)
+            elif self.ready:
+                self.lead = max(self.lead - max(1, len(self.ready) // 2), self.groups_per_batch)
+
     def give_back(self, groups: list[Group]) -> None:
         """Groups taken but never trained (the trainer stopped first): they no longer count
         as consumed, so a resumed run's gate (accepted = consumed) stays exact."""
@@ -222,4 +250,4 @@ class GroupBuffer:
     def snapshot(self) -> dict:
         with self._lock:
             return {"running": len(self.running), "ready": len(self.ready), "accepted": self.accepted,
-                    "version": self.version, **dataclasses.asdict(self.counts)}
+                    "version": self.version, "lead": self.lead, **dataclasses.asdict(self.counts)}

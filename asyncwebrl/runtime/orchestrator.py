@@ -69,6 +69,7 @@ class Batch:
     rows: list
     seconds: float              # host seconds it took to build the rows
     prefetched: bool = False    # built on the prefetch thread, during the previous update
+    starved: bool = False       # the learner had to wait for these groups (admission pacing)
 
 
 class Prefetch:
@@ -171,12 +172,13 @@ class Orchestrator:
             self.buffer.give_back(prefetched.groups)
             return None
         last_report = time.monotonic()
+        starved = not self.buffer.batch_ready()
         while not (self.stopping or distributed.flag_raised(round_name)):
             groups = self.buffer.take(self.buffer.groups_per_batch, timeout=1.0)
             if self._collector_error is not None:
                 raise RuntimeError("the collector failed") from self._collector_error
             if groups is not None:
-                return self._batch(groups)
+                return dataclasses.replace(self._batch(groups), starved=starved)
             if time.monotonic() - last_report > self.settings.wait_report_s:
                 logging.warning("learner waiting for groups: %s", self.buffer.snapshot())
                 last_report = time.monotonic()
@@ -196,6 +198,7 @@ class Orchestrator:
         """Train on a batch, publish the new version; returns the next batch if `prefetch`
         (another update follows) and the prefetch thread completed one meanwhile."""
         started = time.perf_counter()
+        self.buffer.pace(starved=batch.starved)
         rows = distributed.gather(batch.rows)
         gathered = time.perf_counter()
         prefetch = Prefetch(self.buffer, self._batch) if prefetch and self.buffer.eta > 0 else None

@@ -4,7 +4,8 @@ Each model step becomes one row: the prompt exactly as the sampler saw it (token
 image placeholders expanded), the response ids, the behaviour log-probs and versions,
 and the pixels of the screenshots the prompt named, re-read from the store by key and
 processed the way the policy processed them. A screenshot shown in two prompts is
-processed once per call.
+processed once per call, and its key travels with the rows so that the learner encodes
+it once per microbatch.
 """
 
 from __future__ import annotations
@@ -54,5 +55,6 @@ def step_rows(trajectories: list[Trajectory], advantages, store: ScreenshotStore
                 image_grid_thw=np.concatenate([g for _, g in images]) if images else np.zeros((0, 3), np.int64),
                 behave_logprobs=np.asarray(step.behave_logprobs, np.float32),
                 versions=np.asarray(step.versions, np.int32),
-                advantage=float(advantage)))
+                advantage=float(advantage),
+                image_keys=tuple(step.image_keys)))
     return rows

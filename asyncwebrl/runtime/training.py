@@ -230,7 +230,8 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
             "sampler_busy": min(1.0, sampler_seconds / max(wall, 1e-9)),
             "learner_busy": min(1.0, orchestrator.busy["learner_seconds"] / max(wall, 1e-9)),
             "update_seconds": measured["seconds"], "rows_seconds": measured["rows_seconds"],
-            "batch_prefetched": measured["prefetched"],
+            "batch_prefetched": measured["prefetched"], "admission_lead": snapshot["lead"],
+            "images_shown": measured["images_shown"], "images_encoded": measured["images_encoded"],
             "groups_dropped_uniform": snapshot["dropped_uniform"], "groups_dropped_too_few": snapshot["dropped_too_few"],
             "groups_rejected_stale": snapshot["rejected_stale"], "episodes_crashed": snapshot["episodes_crashed"],
             "screenshots_held": store.stats.entries, "wall_seconds": wall, "processes": len(reports),
@@ -289,7 +290,7 @@ def make_orchestrator(config, *, learner, engine, policy, environment, store: Sc
                          groups_per_batch=distributed.per_process(rl.groups_per_batch, "rl.groups_per_batch"),
                          sampler=TaskSampler(tasks, config.seed + jax.process_index(), position=task_position),
                          release=store.free, version=learner.version, counts=counts or GroupCounts(),
-                         dynamic_sampling=rl.dynamic_sampling)
+                         dynamic_sampling=rl.dynamic_sampling, pacing=rl.pace_admission)
     return Orchestrator(
         learner=learner, engine=engine, policy=policy, environment=environment, store=store, processor=processor,
         buffer=buffer, episode=episode_settings(config, "train"), pool=PoolSettings(**pool_arguments(config)),
