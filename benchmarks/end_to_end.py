@@ -119,11 +119,10 @@ def run_variant(setting: str, config, web_step_s: float = 0.16) -> list[dict]:
                       "sampler_s": engine.busy_seconds(), "staleness_mean": measured["staleness_mean"],
                       "staleness_max": measured["staleness_max"], "update_s": measured["seconds"],
                       # where an update's time goes: packing rows (host), the proximal policy's
-                      # forward, and before the update, step rows from screenshots (host; + gather;
-                      # building a prefetched batch overlapped the previous update and is not counted)
+                      # forward; and before it, how long the learner waited for its batch
                       "pack_s": measured["pack_seconds"], "prox_s": measured["prox_seconds"],
-                      "rows_s": measured["rows_seconds"], "rows": measured["rows"],
-                      "prefetched": measured["prefetched"], "lead": snapshot["lead"],
+                      "wait_s": measured["batch_wait_seconds"], "rows": measured["rows"],
+                      "lead": snapshot["lead"],
                       "images_shown": measured["images_shown"], "images_encoded": measured["images_encoded"],
                       "rejected_stale": snapshot["rejected_stale"], "crashed": snapshot["episodes_crashed"]})
         if distributed.is_leader():
@@ -157,10 +156,10 @@ def summarize(marks: list[dict], skip: int) -> dict:
         "mean_update_s": round(float(np.mean([m["update_s"] for m in window])), 2),
         "mean_pack_s": round(float(np.mean([m["pack_s"] for m in window])), 2),
         "mean_prox_s": round(float(np.mean([m["prox_s"] for m in window])), 2),
-        "mean_rows_s": round(float(np.mean([m["rows_s"] for m in window])), 2),
+        "mean_wait_s": round(float(np.mean([m["wait_s"] for m in window])), 2),
         # learner seconds per step row: the learner's speed, whatever the episode lengths
         "update_s_per_row": round(float(np.mean([m["update_s"] / m["rows"] for m in window])), 4),
-        "prefetched_updates": sum(bool(m["prefetched"]) for m in window),
+        "updates_waited": sum(m["wait_s"] > 0 for m in window),   # batch not ready when the learner was
         "admission_lead_last": last["lead"],   # groups in flight that pacing allows (rl.pace_admission)
         "images_encoded_per_shown": round(sum(m["images_encoded"] for m in window)
                                           / max(1, sum(m["images_shown"] for m in window)), 3),

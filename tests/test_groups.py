@@ -1,5 +1,5 @@
 """Admission, dynamic sampling and staleness rejection (runtime/groups.py), and the
-learner's prefetch of the next batch (runtime/orchestrator.py), as plain logic."""
+learner's assembly of the next batch (runtime/orchestrator.py), as plain logic."""
 
 import collections
 import threading
@@ -9,7 +9,7 @@ import pytest
 
 from asyncwebrl.records import Step, Task, Trajectory
 from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, TaskSampler
-from asyncwebrl.runtime.orchestrator import Batch, Prefetch
+from asyncwebrl.runtime.orchestrator import NextBatch
 
 TASKS = [Task(task_id=f"t{i}", task_name="x", website="http://a/", difficulty=d) for i, d in
          enumerate([1, 2, 3, 3, 5, 6, 8])]
@@ -148,7 +148,7 @@ def test_groups_older_than_eta_are_rejected_at_consumption():
 
 
 def test_taking_ahead_checks_staleness_at_the_version_of_training():
-    """The prefetch thread takes the next batch during an update: a group fresh now but
+    """The next batch is assembled during an update: a group fresh now but
     stale at the version it will be trained at is rejected, never trained at eta + 1."""
     released = []
     buffer = make_buffer(released, eta=1, groups_per_batch=1)
@@ -156,7 +156,7 @@ def test_taking_ahead_checks_staleness_at_the_version_of_training():
     complete(buffer, old, [1.0, 0.0], version=0)
     complete(buffer, fresh, [1.0, 0.0], version=1)
     buffer.set_version(1)                                   # now: both within eta
-    (taken,) = buffer.take(1, timeout=1, ahead=1)           # trained at 2: old is 2 versions behind
+    (taken,) = buffer.take(1, timeout=1, version=2)          # trained at 2: old is 2 versions behind
     assert taken.group_id == fresh.group_id and buffer.counts.rejected_stale == 1
 
 
@@ -173,21 +173,35 @@ def test_groups_given_back_leave_the_counts_as_if_never_taken():
     assert sorted(released) == [f"{group.group_id}/0", f"{group.group_id}/1"]
 
 
-def test_prefetch_takes_the_next_batch_during_an_update_and_stops_when_told():
-    buffer = make_buffer([], eta=1, groups_per_batch=1)
-    def build(groups):
-        return Batch(groups, rows=["row"], seconds=0.5)
+def test_next_batch_builds_rows_group_by_group_and_gives_back_what_it_took_when_cancelled():
+    released = []
+    buffer = make_buffer(released, eta=1, groups_per_batch=2)
+    built = []
+    def rows_of(groups):
+        built.append([g.group_id for g in groups])
+        return [f"row of {g.group_id}" for g in groups]
 
-    prefetch = Prefetch(buffer, build)                             # an update starts
-    group = buffer.admit()
-    complete(buffer, group, [1.0, 0.0])                            # a group finishes meanwhile
+    upcoming = NextBatch(buffer, rows_of, version=1)               # an update (0 -> 1) starts
+    first, second = buffer.admit(), buffer.admit()
+    complete(buffer, first, [1.0, 0.0])                            # one group finishes meanwhile
+    assert upcoming.wait(timeout=0.5) is None                      # not a batch yet ...
+    assert built == [[first.group_id]]                             # ... but its rows are built
+    buffer.set_version(1)                                          # the update ends
+    complete(buffer, second, [1.0, 0.0])
+    batch = upcoming.wait(timeout=10)
+    assert [g.group_id for g in batch.groups] == [first.group_id, second.group_id]
+    assert batch.rows == [f"row of {first.group_id}", f"row of {second.group_id}"] and upcoming.complete
+
+    consumed, accepted = buffer.counts.consumed, buffer.accepted
+    upcoming = NextBatch(buffer, rows_of, version=1)
+    third = buffer.admit()
+    complete(buffer, third, [1.0, 0.0])
     deadline = time.monotonic() + 10
-    while buffer.counts.consumed == 0 and time.monotonic() < deadline:
+    while buffer.counts.consumed == consumed and time.monotonic() < deadline:
         time.sleep(0.01)
-    batch = prefetch.finish()                                      # the update ends
-    assert batch.prefetched and [g.group_id for g in batch.groups] == [group.group_id] and batch.rows == ["row"]
-    assert Prefetch(buffer, build).finish() is None                # nothing ready: it stops, taking nothing
-    assert buffer.counts.consumed == 1
+    upcoming.cancel()                                              # the trainer stops
+    assert (buffer.counts.consumed, buffer.accepted) == (consumed, accepted)
+    assert sorted(released) == [f"{third.group_id}/0", f"{third.group_id}/1"]
 
 
 def test_take_waits_for_a_batch_and_close_releases_the_waiter():

@@ -183,14 +183,14 @@ class GroupBuffer:
 
     # ------------------------------------------------------------ the learner's side
 
-    def take(self, count: int, timeout: float | None = None, ahead: int = 0) -> list[Group] | None:
-        """`count` ready groups no older than eta at the version they will be trained at
-        (this version + `ahead`: 1 when taken during the update before), or None on
-        timeout/close. Stale groups met on the way are rejected (their keys released)."""
+    def take(self, count: int, timeout: float | None = None, version: int | None = None) -> list[Group] | None:
+        """`count` ready groups no older than eta at `version`, the one they will be trained
+        at (default and at least: the current one; the next one when taken during the
+        update that makes it), or None on timeout/close. Stale groups met on the way are rejected (their keys released)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             while True:
-                self._reject_stale(self.version + ahead)
+                self._reject_stale(self.version if version is None else max(version, self.version))
                 if len(self.ready) >= count:
                     taken = [self.ready.popleft() for _ in range(count)]
                     self.counts.consumed += count
@@ -199,11 +199,6 @@ class GroupBuffer:
                 if self._closed or (remaining is not None and remaining <= 0):
                     return None
                 self._lock.wait(remaining)
-
-    def batch_ready(self) -> bool:
-        """Whether a take() of B groups would not wait (stale groups aside)."""
-        with self._lock:
-            return len(self.ready) >= self.groups_per_batch
 
     def pace(self, *, starved: bool) -> None:
         """The learner starts an update (`starved`: it had to wait for the batch): adapt

@@ -7,9 +7,10 @@
                        decode iterations)
     caller's thread    the learner loop: B groups -> advantages -> step rows -> update ->
                        publish -> free screenshot keys -> metrics -> checkpoint
-    prefetch thread    (eta > 0) during each update: takes the next B groups as soon as
-                       they are ready and builds their step rows, so the host work of
-                       batch u + 1 overlaps the accelerator work of batch u
+    next-batch thread  assembles the next B groups one at a time, building each group's
+                       step rows as soon as it is ready; for eta > 0 it starts as an
+                       update begins, so the host work of batch u + 1 overlaps the
+                       accelerator work of batch u
 
 Several processes (asyncwebrl/distributed.py) each run all three; their learner loops
 meet once per update: each brings B / P groups of its own collector, the step rows of
@@ -67,43 +68,56 @@ class Batch:
     """One process's share of an update: its groups and their step rows."""
     groups: list[Group]
     rows: list
-    seconds: float              # host seconds it took to build the rows
-    prefetched: bool = False    # built on the prefetch thread, during the previous update
-    starved: bool = False       # the learner had to wait for these groups (admission pacing)
+    waited: float = 0.0         # seconds the learner waited for it (0: it was ready in time)
 
 
-class Prefetch:
-    """The next batch, taken and built on a helper thread while the learner trains.
+class NextBatch:
+    """The next update's batch, assembled on a helper thread one group at a time: a group's
+    step rows (host work: screenshots read back and processed) are built as soon as it is
+    ready, so once the learner needs the batch it waits at most for the last group and its
+    rows. Groups are checked for staleness at `version`, the one they will be trained at:
+    started as an update begins (eta > 0), groups finishing during the update count
+    toward the next one."""
 
-    Groups are taken as of the version they will be trained at (the one this update
-    publishes), so a prefetched group is never staler than eta. Only for eta > 0: with
-    eta = 0 no group of the next round can finish during an update."""
-
-    def __init__(self, buffer: GroupBuffer, build: Callable[[list[Group]], Batch]):
-        self._buffer, self._build = buffer, build
-        self._done = threading.Event()
-        self._batch: Batch | None = None
+    def __init__(self, buffer: GroupBuffer, rows_of: Callable[[list[Group]], list], version: int):
+        self._buffer, self._rows_of, self._version = buffer, rows_of, version
+        self._groups: list[Group] = []
+        self._rows: list = []
+        self._cancelled = threading.Event()
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="prefetch", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="next-batch", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
-            while not self._done.is_set():
-                groups = self._buffer.take(self._buffer.groups_per_batch, timeout=0.2, ahead=1)
-                if groups is not None:
-                    self._batch = dataclasses.replace(self._build(groups), prefetched=True)
-                    return
-        except BaseException as error:   # surfaced by finish()
+            while not self._cancelled.is_set() and len(self._groups) < self._buffer.groups_per_batch:
+                taken = self._buffer.take(1, timeout=0.2, version=self._version)
+                if taken is not None:
+                    self._groups += taken   # before its rows: a cancel gives back all it took
+                    self._rows += self._rows_of(taken)
+        except BaseException as error:   # surfaced by wait()
             self._error = error
 
-    def finish(self) -> Batch | None:
-        """Stop waiting for groups; a batch already taken is completed and returned."""
-        self._done.set()
-        self._thread.join()
+    @property
+    def complete(self) -> bool:
+        return not self._thread.is_alive()
+
+    def wait(self, timeout: float) -> Batch | None:
+        """The batch once complete; None if it is not within `timeout`."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            return None
         if self._error is not None:
             raise RuntimeError("preparing the next batch failed") from self._error
-        return self._batch
+        return Batch(self._groups, self._rows)
+
+    def cancel(self) -> None:
+        """Stop waiting for groups; those taken go back to the buffer (never trained)."""
+        self._cancelled.set()
+        self._thread.join()
+        if self._groups:
+            self._buffer.give_back(self._groups)
+            self._groups = []
 
 
 class Orchestrator:
@@ -142,19 +156,23 @@ class Orchestrator:
         collector = threading.Thread(target=self._collect_thread, name="collector", daemon=True)
         collector.start()
         update = updates_done
-        prefetched: Batch | None = None
+        upcoming: NextBatch | None = None
         try:
             while update < self.settings.max_updates:
                 round_name = f"update/{update + 1}"
-                batch = self._next_batch(round_name, prefetched)
-                prefetched = None
+                upcoming = upcoming or NextBatch(self.buffer, self._rows_of, self.learner.version)
+                batch = self._await(upcoming, round_name)
+                upcoming = None
                 if distributed.any_process(batch is None, round_name):
                     break
                 update += 1
-                prefetched = self._update(update, batch, prefetch=update < self.settings.max_updates)
+                if self.buffer.eta > 0 and update < self.settings.max_updates:
+                    # groups finishing during this update are fresh enough for the next
+                    upcoming = NextBatch(self.buffer, self._rows_of, self.learner.version + 1)
+                self._update(update, batch)
         finally:
-            if prefetched is not None:   # taken during the last update, never trained
-                self.buffer.give_back(prefetched.groups)
+            if upcoming is not None:   # being assembled when the trainer stopped
+                upcoming.cancel()
             self._stop.set()
             self.buffer.close()
             self._wake_collector()
@@ -163,62 +181,46 @@ class Orchestrator:
                 logging.warning("the collector did not stop within 120 s")
         return update
 
-    def _next_batch(self, round_name: str, prefetched: Batch | None) -> Batch | None:
-        """This process's groups and step rows for the next update (the prefetched ones if
-        any); None once stop() is called here or another process stops before this round."""
-        if prefetched is not None:
-            if not (self.stopping or distributed.flag_raised(round_name)):
-                return prefetched
-            self.buffer.give_back(prefetched.groups)
-            return None
-        last_report = time.monotonic()
-        starved = not self.buffer.batch_ready()
+    def _await(self, upcoming: NextBatch, round_name: str) -> Batch | None:
+        """The next batch, once complete; None (its groups given back) once stop() is called
+        here or another process stops before this round."""
+        started = last_report = time.monotonic()
+        starved = not upcoming.complete
         while not (self.stopping or distributed.flag_raised(round_name)):
-            groups = self.buffer.take(self.buffer.groups_per_batch, timeout=1.0)
             if self._collector_error is not None:
+                upcoming.cancel()
                 raise RuntimeError("the collector failed") from self._collector_error
-            if groups is not None:
-                return dataclasses.replace(self._batch(groups), starved=starved)
+            batch = upcoming.wait(timeout=1.0)
+            if batch is not None:
+                return dataclasses.replace(batch, waited=time.monotonic() - started if starved else 0.0)
             if time.monotonic() - last_report > self.settings.wait_report_s:
                 logging.warning("learner waiting for groups: %s", self.buffer.snapshot())
                 last_report = time.monotonic()
+        upcoming.cancel()
         return None
 
-    def _batch(self, groups: list[Group]) -> Batch:
-        """Advantages and this process's step rows of some groups (host work: the
-        screenshots are read back from the store and processed)."""
-        started = time.perf_counter()
+    def _rows_of(self, groups: list[Group]) -> list:
+        """Advantages and step rows of some groups (advantages are per group, so groups can
+        be turned into rows one at a time)."""
         trajectories = [t for g in groups for t in g.members]
         s = self.settings
         advantages = episode_advantages(trajectories, kind=s.kind, normalizer=s.normalizer, k=s.k)
-        rows = step_rows(trajectories, advantages, self.store, self.processor)
-        return Batch(groups, rows, time.perf_counter() - started)
+        return step_rows(trajectories, advantages, self.store, self.processor)
 
-    def _update(self, update: int, batch: Batch, prefetch: bool) -> Batch | None:
-        """Train on a batch, publish the new version; returns the next batch if `prefetch`
-        (another update follows) and the prefetch thread completed one meanwhile."""
+    def _update(self, update: int, batch: Batch) -> None:
+        """Train on a batch, publish the new version, free the batch's screenshots."""
+        self.buffer.pace(starved=batch.waited > 0)
         started = time.perf_counter()
-        self.buffer.pace(starved=batch.starved)
         rows = distributed.gather(batch.rows)
-        gathered = time.perf_counter()
-        prefetch = Prefetch(self.buffer, self._batch) if prefetch and self.buffer.eta > 0 else None
-        try:
-            measurements = self.learner.update(rows)
-        finally:
-            prefetched = prefetch.finish() if prefetch is not None else None
+        measurements = self.learner.update(rows)
         self.engine.publish(self.learner.params, self.learner.version)
         self.buffer.set_version(self.learner.version)
         self._wake_collector()
-        # host seconds spent on step rows while the accelerator waited: building them (not
-        # for a prefetched batch, which overlapped the previous update) and the gather
-        waited_for_rows = (0.0 if batch.prefetched else batch.seconds) + gathered - started
-        self.busy["learner_seconds"] += time.perf_counter() - gathered + waited_for_rows
-        measurements["rows_seconds"] = waited_for_rows
-        measurements["prefetched"] = batch.prefetched
+        self.busy["learner_seconds"] += time.perf_counter() - started
+        measurements["batch_wait_seconds"] = batch.waited
         self.on_update(update, measurements, batch.groups)
         for group in batch.groups:   # the learner is done with these screenshots
             self.store.free(group.screenshot_keys())
-        return prefetched
 
     # ------------------------------------------------------------ the collector (asyncio thread)
 
