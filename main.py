@@ -43,7 +43,7 @@ def make_policy(config, web: LocalWeb, store: ScreenshotStore):
     if config.policy == "oracle":
         if config.tasks.source != "local":
             raise app.UsageError("the oracle only knows the local web's tasks: use --config.policy=model or random")
-        return OraclePolicy(web.session)
+        return OraclePolicy(web.session, config.agent.response_format)
     if config.policy == "random":
         return RandomPolicy(seed=config.seed)
     if config.policy == "scripted":

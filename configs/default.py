@@ -33,7 +33,7 @@ def get_config() -> config_dict.ConfigDict:
     config.sampler.prompt_buckets = (2048, 4096)  # prefill lengths compiled
     config.sampler.max_images = 2  # screenshots per prompt (history 1 -> 2)
     config.sampler.patches_per_image = 256  # embedded processor: at most 256x256 px = 256 patches
-    config.sampler.max_new_tokens = 128  # an oracle response is 250-800 bytes; a tiny model's long ones are cut
+    config.sampler.max_new_tokens = 192  # an "action" response is 100-150 byte tokens (a "memory" one 250-800)
 
     config.tasks = config_dict.ConfigDict()
     config.tasks.source = "local"  # local (the embedded web) | webgym (task files, LLM judge) | miniwob
@@ -76,6 +76,11 @@ def get_config() -> config_dict.ConfigDict:
     # prompt to prefill and train on (BENCHMARKS.md, "Embedded default"). A pretrained
     # checkpoint needs it.
     config.agent.system_message = False
+    # What a response holds: "memory" = Memory, Progress, Intention, Action, then the tool call
+    # (SPEC.md §3; the oracle's are 270-800 bytes, tool call last); "action" = the tool call
+    # alone (100-150 bytes), so the tiny model's responses fit sampler.max_new_tokens and end in
+    # an action. Memory-drift metrics need "memory".
+    config.agent.response_format = "action"
 
     config.browser = config_dict.ConfigDict()
     config.browser.executable_path = ""  # "" = find one (see asyncwebrl/rollout/browser.py)

@@ -31,6 +31,7 @@ def get_config():
 
     config.agent.interaction = "coordinates"
     config.agent.system_message = True          # the checkpoint reads its instructions
+    config.agent.response_format = "memory"     # SPEC.md §3: Memory, Progress, Intention, Action, tool call
     config.agent.train_step_limits = (10, 20, 30)
     config.agent.test_step_limits = (30, 50, 70)
 

@@ -84,3 +84,26 @@ def test_teacher_demonstrations_become_training_rows_in_the_model_format(web):
         assert row.advantage == 0.5
     store.free(trajectory.screenshot_keys())
     assert store.stats.entries == 0
+
+
+def test_the_oracle_answering_with_the_tool_call_alone_takes_the_same_actions(web):
+    """response_format="action" (the embedded default): the oracle's responses are the tool
+    call alone, short enough for the default's 192 new tokens, and its actions are those
+    of the full memory-additive format."""
+    from asyncwebrl.rollout.policies import OraclePolicy
+
+    task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)
+    actions, responses = {}, {}
+    for response_format in ("memory", "action"):
+        (trajectory,), _ = asyncio.run(run_tasks(
+            [task], OraclePolicy(web.session, response_format), LocalEnvironment(web),
+            EpisodeSettings(interaction="set_of_marks", phase="train"), concurrency=1, progress=None))
+        assert trajectory.success
+        actions[response_format] = [step.action for step in trajectory.steps]
+        responses[response_format] = [step.response for step in trajectory.steps]
+    assert actions["action"] == actions["memory"]
+    assert all(r.startswith("<tool_call>") and r.endswith("</tool_call>") and len(r.encode()) < 192
+               for r in responses["action"])
+    assert all(r.startswith("Memory: ") for r in responses["memory"])
+    with pytest.raises(ValueError, match="response format"):
+        OraclePolicy(web.session, "terse")

@@ -64,6 +64,19 @@ def test_the_system_message_can_be_left_out_and_nothing_else_changes():
     assert full.messages[0]["role"] == "system" and bare.messages[0]["role"] == "user"
 
 
+def test_the_action_format_asks_for_the_tool_call_alone_and_reads_back_the_same_action():
+    arguments = {"action": "type", "element_id": 4, "text": "Aurora X14"}
+    full = format_response({"k": "v"}, {"find": "not finished"}, "find", "Type the name.", arguments)
+    alone = format_response({"k": "v"}, {"find": "not finished"}, "find", "Type the name.", arguments, "action")
+    assert alone.startswith("<tool_call>") and full.endswith(alone) and "Memory" not in alone
+    assert response_action(alone, "set_of_marks")[1] == response_action(full, "set_of_marks")[1]
+    system = PromptBuilder("set_of_marks", response_format="action").system
+    assert "tool call alone" in system and "Memory:" not in system and "element_id" in system
+    assert "Memory:" in PromptBuilder("set_of_marks").system
+    with pytest.raises(ValueError, match="response format"):
+        PromptBuilder("set_of_marks", response_format="brief")
+
+
 def test_no_window_summarises_everything_and_marks_list_elements():
     prompt = PromptBuilder("set_of_marks", history=0).build(TASK, STEPS, observation(3))
     assert [m["role"] for m in prompt.messages] == ["system", "user"]

@@ -1,8 +1,8 @@
 """Policies that need no model: the scripted oracle and a random baseline.
 
 A policy starts one agent per episode (`begin`); the agent turns each observation (and
-the episode's steps so far) into a response text in the memory-additive format, exactly
-as a model would. The model policy (asyncwebrl.runtime.model_policy) implements the same
+the episode's steps so far) into a response text in the memory-additive format (the
+oracle can also answer with the tool call alone), exactly as a model would. The model policy (asyncwebrl.runtime.model_policy) implements the same
 two methods and fills the token fields.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Callable, Protocol
 
 from asyncwebrl.records import Step, Task
 from asyncwebrl.rollout.page import Element, Observation, pixels_to_grid
-from asyncwebrl.rollout.response import GRID, format_response
+from asyncwebrl.rollout.response import GRID, check_response_format, format_response
 from asyncwebrl.web.walker import fill_placeholders
 
 
@@ -49,19 +49,21 @@ class OraclePolicy:
     `session_of(episode_id, site_id)` gives the oracle the episode's server state, which
     it reads only to quote a confirmation code that is on screen anyway."""
 
-    def __init__(self, session_of: Callable[[str, str], dict[str, Any]]):
+    def __init__(self, session_of: Callable[[str, str], dict[str, Any]], response_format: str = "memory"):
         self.session_of = session_of
+        self.response_format = check_response_format(response_format)
 
     def begin(self, task: Task, *, interaction: str, episode_id: str) -> "OracleAgent":
         if not task.local or "oracle" not in task.local:
             raise ValueError(f"task {task.task_id} has no oracle plan (only generated local tasks do)")
         session = lambda: self.session_of(episode_id, task.local["site"])  # noqa: E731
-        return OracleAgent(task.local["oracle"], interaction, session)
+        return OracleAgent(task.local["oracle"], interaction, session, self.response_format)
 
 
 class OracleAgent:
-    def __init__(self, plan: list[dict], interaction: str, session: Callable[[], dict]):
+    def __init__(self, plan: list[dict], interaction: str, session: Callable[[], dict], response_format: str = "memory"):
         self.plan = plan
+        self.response_format = response_format
         self.interaction = interaction
         self.session = session
         self.cursor = 0
@@ -73,7 +75,8 @@ class OracleAgent:
         return {s: "finished" if self.cursor > last else "not finished" for s, last in self.last_move.items()}
 
     def _reply(self, intention: str, sentence: str, arguments: dict) -> Reply:
-        return Reply(format_response(dict(self.memory), self._progress(), intention, sentence, arguments))
+        return Reply(format_response(dict(self.memory), self._progress(), intention, sentence, arguments,
+                                     self.response_format))
 
     async def act(self, observation: Observation, steps: list[Step]) -> Reply:
         while self.plan[self.cursor]["op"] == "note":  # facts on this screen go to Memory first

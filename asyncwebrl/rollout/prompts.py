@@ -18,7 +18,7 @@ import dataclasses
 
 from asyncwebrl.records import Step, Task
 from asyncwebrl.rollout.page import Observation
-from asyncwebrl.rollout.response import GRID, INTERACTIONS, TOOL_NAME, parse_response
+from asyncwebrl.rollout.response import GRID, INTERACTIONS, TOOL_NAME, check_response_format, parse_response
 
 MEMORY_MODES = ("additive", "compressive")
 
@@ -35,8 +35,16 @@ _MEMORY_RULE = {
 }
 
 
-def system_prompt(interaction: str, memory: str) -> str:
+def system_prompt(interaction: str, memory: str, response_format: str = "memory") -> str:
     target = _TARGET[interaction]
+    tool_call = f'<tool_call>\n{{"name": "{TOOL_NAME}", "arguments": {{...}}}}\n</tool_call>'
+    if check_response_format(response_format) == "action":
+        answer = ["Respond with the tool call alone:", tool_call]
+    else:
+        answer = ["Respond in exactly this order:", _MEMORY_RULE[memory],
+                  'Progress: a JSON object splitting the task into subtasks, each "finished" or "not finished".',
+                  "Intention: the key of the subtask this step works on.",
+                  "Action: one short sentence describing the action.", tool_call]
     return "\n".join([
         "You are a web agent. You see a screenshot of a browser page and act on it, one action per step, "
         "until you can answer the task.",
@@ -50,12 +58,7 @@ def system_prompt(interaction: str, memory: str) -> str:
         '- {"action": "navigate", "url": "..."}',
         '- {"action": "answer", "text": "..."}: ends the task; give exactly the facts asked for, nothing else',
         "",
-        "Respond in exactly this order:",
-        _MEMORY_RULE[memory],
-        'Progress: a JSON object splitting the task into subtasks, each "finished" or "not finished".',
-        "Intention: the key of the subtask this step works on.",
-        "Action: one short sentence describing the action.",
-        f'<tool_call>\n{{"name": "{TOOL_NAME}", "arguments": {{...}}}}\n</tool_call>',
+        *answer,
     ])
 
 
@@ -74,7 +77,8 @@ def step_summary(step: Step) -> str:
 
 
 class PromptBuilder:
-    def __init__(self, interaction: str, *, history: int = 1, memory: str = "additive", system_message: bool = True):
+    def __init__(self, interaction: str, *, history: int = 1, memory: str = "additive", system_message: bool = True,
+                 response_format: str = "memory"):
         """system_message=False leaves the constant instructions out: a model trained from
         scratch (the embedded default) cannot read them, and they would be ~1.1k tokens of
         every prompt to prefill and train on."""
@@ -85,7 +89,7 @@ class PromptBuilder:
         if history < 0:
             raise ValueError("history must be >= 0")
         self.interaction, self.history, self.memory = interaction, history, memory
-        self.system = system_prompt(interaction, memory)
+        self.system = system_prompt(interaction, memory, response_format)
         self.system_message = system_message
 
     def _state(self, observation: Observation) -> str:

@@ -24,6 +24,9 @@ TOOL_NAME = "computer_use"
 GRID = 1000  # coordinates are on a 0..1000 grid in both axes
 INTERACTIONS = ("coordinates", "set_of_marks")
 ACTIONS = ("left_click", "type", "scroll", "wait", "go_back", "navigate", "answer")
+# "memory": the sections above, then the tool call (SPEC.md §3); "action": the tool call
+# alone, for a model too small to write the rest (the embedded default)
+RESPONSE_FORMATS = ("memory", "action")
 NOOP_SECONDS = 0.2
 MAX_WAIT_SECONDS = 5.0
 
@@ -59,14 +62,24 @@ class ParsedResponse:
     errors: list[str]
 
 
-def format_response(memory: dict, progress: dict, intention: str, action_text: str, arguments: dict) -> str:
+def check_response_format(response_format: str) -> str:
+    if response_format not in RESPONSE_FORMATS:
+        raise ValueError(f"response format must be one of {RESPONSE_FORMATS}, got {response_format!r}")
+    return response_format
+
+
+def format_response(memory: dict, progress: dict, intention: str, action_text: str, arguments: dict,
+                    response_format: str = "memory") -> str:
     call = json.dumps({"name": TOOL_NAME, "arguments": arguments}, ensure_ascii=False)
+    tool_call = f"<tool_call>\n{call}\n</tool_call>"
+    if check_response_format(response_format) == "action":
+        return tool_call
     return (
         f"Memory: {json.dumps(memory, ensure_ascii=False)}\n"
         f"Progress: {json.dumps(progress, ensure_ascii=False)}\n"
         f"Intention: {intention}\n"
         f"Action: {action_text}\n"
-        f"<tool_call>\n{call}\n</tool_call>"
+        f"{tool_call}"
     )
 
 

@@ -41,7 +41,7 @@ def pool_arguments(config) -> dict:
 
 def prompt_builder(config) -> PromptBuilder:
     return PromptBuilder(config.agent.interaction, memory=config.agent.memory,
-                         system_message=config.agent.system_message)
+                         system_message=config.agent.system_message, response_format=config.agent.response_format)
 
 
 def make_environment(config, web: LocalWeb, store: ScreenshotStore):

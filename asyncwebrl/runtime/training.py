@@ -104,7 +104,8 @@ def warm_start(config, run: RunDirectory, web: LocalWeb, processor, model, tasks
                          f"for tasks.source={config.tasks.source!r}")
     store = screenshot_store(config, "demonstrations", host=jax.process_index())
     demo_tasks = random.Random(config.seed).sample(tasks, min(config.sft.demo_tasks, len(tasks)))
-    teacher = TeacherPolicy(OraclePolicy(web.session), processor, store, prompt_builder(config))
+    teacher = TeacherPolicy(OraclePolicy(web.session, config.agent.response_format), processor, store,
+                            prompt_builder(config))
     demos, seconds = asyncio.run(run_tasks(distributed.share(demo_tasks), teacher, LocalEnvironment(web),
                                            episode_settings(config, "train"), store=store,
                                            free_screenshots=False, label="demonstrations",
