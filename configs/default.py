@@ -24,6 +24,9 @@ def get_config() -> config_dict.ConfigDict:
     config.model.checkpoint = ""  # --mode=eval: a training run's W/checkpoints (latest step's weights)
     config.model.dtype = "float32"  # bfloat16 on accelerators
     config.model.attention = "xla"  # xla | pallas (GPU kernels: flash attention, per-slot decode)
+    # activations the learner's backward recomputes instead of keeping: none | full | dots | mlp
+    # (asyncwebrl/model/qwen3_vl.py); only training is affected
+    config.model.remat = "none"
 
     config.sampler = config_dict.ConfigDict()
     config.sampler.slots = 4  # requests decoded together (= browser.pages is enough)

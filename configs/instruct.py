@@ -22,6 +22,7 @@ def get_config():
     config.model.path = ""                      # a Hugging Face Qwen3-VL-8B-Instruct directory
     config.model.dtype = "bfloat16"
     config.model.attention = "pallas"
+    config.model.remat = "full"                 # 16k-token rows of an 8B model (BENCHMARKS.md, learner)
 
     config.tasks.source = "webgym"
     config.tasks.path = ""                      # WebGym JSONL (task_id, task_name, website, ...)

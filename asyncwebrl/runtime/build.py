@@ -26,13 +26,14 @@ def build_model(config) -> tuple[nnx.Module, Processor]:
     """The checkpoint at config.model.path, or a randomly initialised preset (the embedded default)."""
     dtype = jnp.dtype(config.model.dtype)
     if config.model.path:
-        model = load_pretrained(config.model.path, dtype=dtype, attention=config.model.attention)
+        model = load_pretrained(config.model.path, dtype=dtype, attention=config.model.attention,
+                                remat=config.model.remat)
         processor = Processor.from_pretrained(config.model.path)
         processor.check_normalisation(model.config.vision)
         return model, processor
     logging.warning("no model.path: starting from a randomly initialised %s model", config.model.preset)
     model = Qwen3VL(preset(config.model.preset), dtype=dtype, param_dtype=dtype, attention=config.model.attention,
-                    rngs=nnx.Rngs(config.seed))
+                    remat=config.model.remat, rngs=nnx.Rngs(config.seed))
     return model, Processor.embedded()
 
 
