@@ -1,16 +1,16 @@
 """Step rows -> fixed-shape packed microbatches.
 
 A step row is one agent step as the learner trains on it: the prompt exactly as the
-sampler saw it (image placeholders expanded) followed by the response it wrote. A microbatch is
-`rows_per_microbatch` sequences of `row_length` tokens plus at most
+sampler saw it (image placeholders expanded) followed by the response it wrote. A
+microbatch is `rows_per_microbatch` sequences of `row_length` tokens plus at most
 `images_per_microbatch` images of `patches_per_image` patches: every microbatch has the
 same shapes, so one compilation serves a whole run. A sequence holds one or more rows,
 each its own segment (attention never crosses rows, positions restart per row).
 
-Rows are placed first-fit, in the order given, preferring the microbatch that already
-holds one of the row's screenshots: with history, consecutive steps of an episode show
-the same screenshot, and rows that share it in one microbatch share its encoding (the
-vision tower is most of the learner's work on screenshots). Rows name their images by
+Rows are placed first-fit, in the order given, preferring the microbatches that already
+hold one of the row's screenshots: with history, consecutive steps of an episode show
+the same screenshot, and rows that share it in one microbatch share its encoding (with
+1280x720 screenshots the vision tower is a large share of the learner's work). Rows name their images by
 `image_keys`; rows without keys share nothing.
 
 Per-token arrays are aligned to the *input* position that predicts the token: position t
@@ -95,11 +95,11 @@ def pack(rows: list[StepRow], shape: PackingShape, config: ModelConfig) -> list[
             raise ValueError(f"step row {index} names {len(row.image_keys)} image keys for {row.num_images} images")
         if not len(row.response_ids) == len(row.behave_logprobs) == len(row.versions):
             raise ValueError(f"step row {index}: response, behave_logprobs and versions differ in length")
-    return [_assemble(rows, layout.sequences, shape, config) for layout in _place(rows, shape)]
+    return [_assemble(rows, layout.sequences, shape, config) for layout in place(rows, shape)]
 
 
-@dataclasses.dataclass
-class _Layout:
+@dataclasses.dataclass(eq=False)   # compared and hashed by identity
+class Layout:
     """One microbatch being filled: row indices per sequence, and the images it encodes."""
     sequences: list[list[int]]
     free: list[int]                # tokens left per sequence
@@ -123,21 +123,32 @@ class _Layout:
         self.images.update(images)
 
 
-def _place(rows: list[StepRow], shape: PackingShape) -> list[_Layout]:
-    """First fit in row order, trying first the microbatch that shares most screenshots."""
-    layouts: list[_Layout] = []
+RECENT_LAYOUTS = 64   # first fit looks at this many newest microbatches (besides those sharing a screenshot)
+
+
+def place(rows: list[StepRow], shape: PackingShape) -> list[Layout]:
+    """First fit in row order, trying first the microbatches that share the row's
+    screenshots (most shared first), then the newest few: rows come episode by episode, so
+    an older microbatch rarely has room left, and looking at all of them would make
+    packing quadratic in the rows of an update."""
+    layouts: list[Layout] = []
+    holders: dict = {}   # image identity -> the microbatches that encode it
     for index, row in enumerate(rows):
         images = row.image_identities(index)
-        by_sharing = sorted(layouts, key=lambda layout: -len(layout.images.intersection(images)))  # stable
-        for layout in by_sharing:
+        sharing = [layout for image in images for layout in holders.get(image, [])]
+        by_sharing = sorted(dict.fromkeys(sharing), key=lambda layout: -len(layout.images.intersection(images)))
+        candidates = by_sharing + [layout for layout in layouts[-RECENT_LAYOUTS:] if layout not in by_sharing]
+        for layout in candidates:
             seat = layout.seat(row, images, shape)
             if seat is not None:
-                layout.add(index, row, images, seat, shape)
                 break
         else:
-            layout = _Layout([], [], set())
-            layout.add(index, row, images, 0, shape)
+            layout, seat = Layout([], [], set()), 0
             layouts.append(layout)
+        new_images = [image for image in images if image not in layout.images]
+        layout.add(index, row, images, seat, shape)
+        for image in new_images:
+            holders.setdefault(image, []).append(layout)
     return layouts
 
 
