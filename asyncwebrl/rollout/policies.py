@@ -2,8 +2,9 @@
 
 A policy starts one agent per episode (`begin`); the agent turns each observation (and
 the episode's steps so far) into a response text in the memory-additive format (the
-oracle can also answer with the tool call alone), exactly as a model would. The model policy (asyncwebrl.runtime.model_policy) implements the same
-two methods and fills the token fields.
+oracle can also answer with the tool call alone), exactly as a model would. The model
+policy (asyncwebrl.runtime.model_policy) implements the same two methods and fills the
+token fields.
 """
 
 from __future__ import annotations
