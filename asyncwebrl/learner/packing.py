@@ -10,8 +10,8 @@ each its own segment (attention never crosses rows, positions restart per row).
 Rows are placed first-fit, in the order given, preferring the microbatches that already
 hold one of the row's screenshots: with history, consecutive steps of an episode show
 the same screenshot, and rows that share it in one microbatch share its encoding (with
-1280x720 screenshots the vision tower is a large share of the learner's work). Rows name their images by
-`image_keys`; rows without keys share nothing.
+1280x720 screenshots the vision tower is a large share of the learner's work). Rows name
+their images by `image_keys`; rows without keys share nothing.
 
 Per-token arrays are aligned to the *input* position that predicts the token: position t
 carries target = token t+1 of the same row, and the loss mask is 1 where that target is a

@@ -62,7 +62,8 @@ class OraclePolicy:
 
 
 class OracleAgent:
-    def __init__(self, plan: list[dict], interaction: str, session: Callable[[], dict], response_format: str = "memory"):
+    def __init__(self, plan: list[dict], interaction: str, session: Callable[[], dict],
+                 response_format: str = "memory"):
         self.plan = plan
         self.response_format = response_format
         self.interaction = interaction

@@ -186,7 +186,8 @@ class GroupBuffer:
     def take(self, count: int, timeout: float | None = None, version: int | None = None) -> list[Group] | None:
         """`count` ready groups no older than eta at `version`, the one they will be trained
         at (default and at least: the current one; the next one when taken during the
-        update that makes it), or None on timeout/close. Stale groups met on the way are rejected (their keys released)."""
+        update that makes it), or None on timeout/close. Stale groups met on the way are
+        rejected (their keys released)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             while True:
