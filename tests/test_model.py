@@ -17,7 +17,7 @@ from transformers import Qwen2VLImageProcessorPil, Qwen3VLConfig, Qwen3VLForCond
 
 from asyncwebrl.model import layers
 from asyncwebrl.model import inputs as model_inputs
-from asyncwebrl.model.config import preset
+from asyncwebrl.model.config import BYTE_VOCAB_SIZE, preset
 from asyncwebrl.model.qwen3_vl import Qwen3VL
 from asyncwebrl.model.tokenizer import Processor, byte_tokenizer
 from asyncwebrl.model.weights import abstract_model, load_pretrained, save_pretrained
@@ -29,7 +29,7 @@ TOLERANCE = 1e-4
 
 def hf_config(tied: bool) -> Qwen3VLConfig:
     return Qwen3VLConfig(
-        text_config=dict(vocab_size=272, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+        text_config=dict(vocab_size=BYTE_VOCAB_SIZE, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
                          num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
                          pad_token_id=PAD, rms_norm_eps=1e-6,
                          rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2],

@@ -11,7 +11,7 @@ import torch
 from flax import nnx
 from transformers import Qwen2VLImageProcessorPil, Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
-from asyncwebrl.model.config import preset
+from asyncwebrl.model.config import BYTE_VOCAB_SIZE, preset
 from asyncwebrl.model.inputs import still_patch_pixels
 from asyncwebrl.model.tokenizer import Processor, byte_tokenizer
 from asyncwebrl.model.weights import load_pretrained
@@ -39,7 +39,7 @@ def checkpoint(tmp_path_factory):
     """(transformers model, the directory of its checkpoint)."""
     torch.manual_seed(1)
     config = Qwen3VLConfig(
-        text_config=dict(vocab_size=272, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        text_config=dict(vocab_size=BYTE_VOCAB_SIZE, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
                          pad_token_id=PAD, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
                                                             "mrope_section": [4, 2, 2], "mrope_interleaved": True}),

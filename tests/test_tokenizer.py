@@ -12,9 +12,11 @@ import pytest
 from transformers import AutoTokenizer, Qwen2VLImageProcessorPil
 
 from asyncwebrl.model import preset
+from asyncwebrl.model.config import BYTE_VOCAB_SIZE
 from asyncwebrl.model.inputs import still_patch_pixels
-from asyncwebrl.model.tokenizer import (BYTE_VOCAB_SIZE, SPECIAL_TOKENS, Processor, byte_tokenizer,
+from asyncwebrl.model.tokenizer import (SPECIAL_TOKENS, Processor, byte_tokenizer,
                                         load_image_processor, load_tokenizer, make_image_processor, special_ids)
+from asyncwebrl.rollout.response import format_response, tool_call_pieces
 
 TEXT_WITH_SPECIALS = "Click «OK» <|image_pad|> ✓"
 
@@ -49,7 +51,7 @@ def test_byte_tokenizer_round_trips_utf8_with_special_tokens(tmp_path):
     assert ids.count(pad) == 1
     assert tokenizer.decode(ids, skip_special_tokens=False) == TEXT_WITH_SPECIALS
     assert [tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS] == list(range(256, 263))
-    assert len(tokenizer) == 263 <= BYTE_VOCAB_SIZE and BYTE_VOCAB_SIZE % 16 == 0
+    assert len(tokenizer) == 263 + len(tool_call_pieces()) <= BYTE_VOCAB_SIZE and BYTE_VOCAB_SIZE % 16 == 0
 
     tokenizer.save_pretrained(tmp_path)
     reloaded = AutoTokenizer.from_pretrained(tmp_path, local_files_only=True)
@@ -251,6 +253,26 @@ def test_works_without_torch(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     result = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
+def test_byte_tokenizer_keeps_tool_call_pieces_whole():
+    """Every fixed piece of a tool call is one token, the rest stays bytes, and the text
+    decodes back exactly (including the non-ASCII bytes next to a piece)."""
+    tokenizer = byte_tokenizer()
+    pieces = tool_call_pieces()
+    piece_ids = [tokenizer.convert_tokens_to_ids(piece) for piece in pieces]
+    assert piece_ids == list(range(263, 263 + len(pieces)))
+    click = format_response({}, {}, "", "", {"action": "left_click", "element_id": 12}, response_format="action")
+    answer = format_response({}, {}, "", "", {"action": "answer", "text": "Zoë: 12 €"}, response_format="action")
+    click_ids = tokenizer.encode(click, add_special_tokens=False)
+    assert click_ids == [piece_ids[0], piece_ids[pieces.index('left_click"')],
+                         piece_ids[pieces.index(', "element_id": ')], ord("1"), ord("2"),
+                         piece_ids[pieces.index("}}\n</tool_call>")]]
+    answer_ids = tokenizer.encode(answer, add_special_tokens=False)
+    assert answer_ids[-1] == piece_ids[pieces.index('"}}\n</tool_call>')]   # the longest ending wins
+    assert bytes(i for i in answer_ids[3:-1]) == "Zoë: 12 €".encode()
+    for text, ids in ((click, click_ids), (answer, answer_ids)):
+        assert tokenizer.decode(ids) == text
 
 
 def test_tiny_model_config_agrees_with_the_byte_tokenizer():

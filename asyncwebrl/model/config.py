@@ -14,6 +14,9 @@ QWEN_IDS = dict(image_token_id=151655, video_token_id=151656, vision_start_token
 # The embedded byte-level tokenizer puts Qwen's special tokens right after the 256 bytes
 # (asyncwebrl.model.tokenizer): endoftext 256, im_start 257, im_end 258, vision_start 259,
 # vision_end 260, image_pad 261, video_pad 262.
+# The byte tokenizer's vocabulary: 256 bytes, 7 special tokens, 17 tool-call pieces (280),
+# rounded up to a multiple of 16 so the tiny model's embedding table tiles evenly.
+BYTE_VOCAB_SIZE = 288
 BYTE_IDS = dict(image_token_id=261, video_token_id=262, vision_start_token_id=259, vision_end_token_id=260)
 # Qwen3-VL's pixel normalisation (its preprocessor_config.json): (x / 255 - mean) / std
 QWEN3_VL_IMAGE_MEAN = (0.5, 0.5, 0.5)
@@ -124,7 +127,7 @@ def _published(hidden, mlp, layers, heads, tied, v_depth, v_hidden, v_mlp, deeps
 
 def tiny() -> ModelConfig:
     """The embedded default: Qwen3-VL's architecture at a size that trains on 2 CPU cores."""
-    text = TextConfig(vocab_size=272, hidden_size=128, intermediate_size=384, num_layers=4, num_heads=4,
+    text = TextConfig(vocab_size=BYTE_VOCAB_SIZE, hidden_size=128, intermediate_size=384, num_layers=4, num_heads=4,
                       num_kv_heads=2, head_dim=32, rope_theta=10_000.0, mrope_section=(6, 5, 5),
                       max_position_embeddings=32_768)
     vision = VisionConfig(depth=2, hidden_size=64, intermediate_size=256, num_heads=4, out_hidden_size=128,

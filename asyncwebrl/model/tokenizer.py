@@ -26,11 +26,12 @@ from collections.abc import Sequence
 
 import numpy as np
 from PIL import Image
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast, Qwen2VLImageProcessorPil
 
 # Qwen3-VL checkpoints normalise with mean = std = 0.5 (not the class's CLIP default).
 from asyncwebrl.model.config import QWEN3_VL_IMAGE_MEAN, QWEN3_VL_IMAGE_STD
+from asyncwebrl.rollout.response import tool_call_pieces
 
 # Qwen's special tokens. The byte tokenizer gives them ids 256..262 in this order.
 ENDOFTEXT = "<|endoftext|>"
@@ -43,8 +44,6 @@ VIDEO_PAD = "<|video_pad|>"
 SPECIAL_TOKENS = (ENDOFTEXT, IM_START, IM_END, VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD)
 
 NUM_BYTES = 256
-# 263 tokens, rounded up to a multiple of 16 so the tiny model's embedding table tiles evenly.
-BYTE_VOCAB_SIZE = 272
 
 # Embedded image processor: a MiniWoB 160x210 screenshot becomes 35 image tokens and a
 # 1280x720 one 60 (at most 64 = 256*256 / 32**2), which keeps a prompt with a few
@@ -126,7 +125,14 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 def byte_tokenizer() -> PreTrainedTokenizerFast:
     """A byte-level tokenizer with Qwen's special tokens: id == byte value for 0..255,
-    the special tokens at 256..262, ChatML chat template. Needs no files."""
+    the special tokens at 256..262, the tool call's fixed pieces at 263.., ChatML chat
+    template. Needs no files.
+
+    Why the pieces: in bytes a set-of-marks action is ~100 tokens of which all but the
+    element id and any text are fixed syntax, and one wrong byte makes the action invalid;
+    a model trained from scratch then spends its whole warm start learning punctuation. As
+    whole tokens (much as Qwen's own vocabulary has <tool_call> and common JSON pieces) a
+    click is 4-6 tokens. Matching is leftmost-longest, anywhere in the text."""
     alphabet = _bytes_to_unicode()
     # No merges: every byte stays its own token, so the vocabulary is exactly the 256 bytes.
     core = Tokenizer(models.BPE(vocab={alphabet[b]: b for b in range(NUM_BYTES)}, merges=[]))
@@ -134,6 +140,7 @@ def byte_tokenizer() -> PreTrainedTokenizerFast:
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     core.decoder = decoders.ByteLevel()
     core.add_special_tokens(list(SPECIAL_TOKENS))
+    core.add_tokens([AddedToken(piece, normalized=False, special=False) for piece in tool_call_pieces()])
     return PreTrainedTokenizerFast(tokenizer_object=core, eos_token=IM_END, pad_token=ENDOFTEXT,
                                    chat_template=CHAT_TEMPLATE)
 

@@ -24,6 +24,7 @@ TOOL_NAME = "computer_use"
 GRID = 1000  # coordinates are on a 0..1000 grid in both axes
 INTERACTIONS = ("coordinates", "set_of_marks")
 ACTIONS = ("left_click", "type", "scroll", "wait", "go_back", "navigate", "answer")
+ARGUMENT_KEYS = ("element_id", "coordinate", "text", "direction", "time", "url")
 # "memory": the sections above, then the tool call (SPEC.md §3); "action": the tool call
 # alone, for a model too small to write the rest (the embedded default)
 RESPONSE_FORMATS = ("memory", "action")
@@ -81,6 +82,18 @@ def format_response(memory: dict, progress: dict, intention: str, action_text: s
         f"Action: {action_text}\n"
         f"{tool_call}"
     )
+
+
+def tool_call_pieces() -> tuple[str, ...]:
+    """The substrings every tool call repeats verbatim as format_response writes it (with
+    json.dumps' ", " and ": " separators): the frame before the action name, each action
+    name with its closing quote, each argument key with the opening of its value, and the
+    frame's three possible endings. The embedded tokenizer keeps each one whole."""
+    head = f'<tool_call>\n{{"name": "{TOOL_NAME}", "arguments": {{"action": "'
+    opening = {"coordinate": "[", "text": '"', "direction": '"', "url": '"'}
+    keys = tuple(f', "{key}": ' + opening.get(key, "") for key in ARGUMENT_KEYS)
+    endings = ('}}\n</tool_call>', '"}}\n</tool_call>', ']}}\n</tool_call>')
+    return (head, *(f'{name}"' for name in ACTIONS), *keys, *endings)
 
 
 def _first_json_object(text: str) -> Any:
