@@ -36,7 +36,10 @@ def get_config() -> config_dict.ConfigDict:
     config.sampler.prompt_buckets = (2048, 4096)  # prefill lengths compiled
     config.sampler.max_images = 2  # screenshots per prompt (history 1 -> 2)
     config.sampler.patches_per_image = 256  # embedded processor: at most 256x256 px = 256 patches
-    config.sampler.max_new_tokens = 192  # an "action" response is 100-150 byte tokens (a "memory" one 250-800)
+    # An "action" response: a click is 6 tokens (the tool call's fixed pieces are single tokens,
+    # asyncwebrl/model/tokenizer.py), a typed text or an answer 5 + its bytes; ~3% of the oracle's
+    # answers (long name lists) run past 192. A "memory" response is 250-800.
+    config.sampler.max_new_tokens = 192
 
     config.tasks = config_dict.ConfigDict()
     config.tasks.source = "local"  # local (the embedded web) | webgym (task files, LLM judge) | miniwob

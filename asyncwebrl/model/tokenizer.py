@@ -2,8 +2,9 @@
 
 Two sources for the tokenizer and image processor:
     embedded   a byte-level tokenizer built in code (id == byte value, Qwen's special
-               tokens at 256..262) and a small-image processor: no files, no downloads,
-               for the tiny CPU model and the tests.
+               tokens at 256..262, the tool call's fixed pieces at 263..279) and a
+               small-image processor: no files, no downloads, for the tiny CPU model and
+               the tests.
     checkpoint a real Qwen3-VL directory (tokenizer.json, preprocessor_config.json, ...).
 
 `Processor` is the one way the rest of the code turns a PromptBuilder prompt (chat
