@@ -36,9 +36,9 @@ def get_config() -> config_dict.ConfigDict:
     config.sampler.prompt_buckets = (2048, 4096)  # prefill lengths compiled
     config.sampler.max_images = 2  # screenshots per prompt (history 1 -> 2)
     config.sampler.patches_per_image = 256  # embedded processor: at most 256x256 px = 256 patches
-    # An "action" response: a click is 6 tokens (the tool call's fixed pieces are single tokens,
-    # asyncwebrl/model/tokenizer.py), a typed text or an answer 5 + its bytes; ~3% of the oracle's
-    # answers (long name lists) run past 192. A "memory" response is 250-800.
+    # An "action" response: a click is 5-6 tokens (the tool call's fixed pieces are single tokens,
+    # asyncwebrl/model/tokenizer.py), a typed text or an answer 4-7 + its bytes; 3.5% of the oracle's
+    # responses (long name lists) run past 192. A "memory" response is 250-800.
     config.sampler.max_new_tokens = 192
 
     config.tasks = config_dict.ConfigDict()

@@ -133,7 +133,7 @@ def byte_tokenizer() -> PreTrainedTokenizerFast:
     element id and any text are fixed syntax, and one wrong byte makes the action invalid;
     a model trained from scratch then spends its whole warm start learning punctuation. As
     whole tokens (much as Qwen's own vocabulary has <tool_call> and common JSON pieces) a
-    click is 4-6 tokens. Matching is leftmost-longest, anywhere in the text."""
+    click is 5-6 tokens. Matching is leftmost-longest, anywhere in the text."""
     alphabet = _bytes_to_unicode()
     # No merges: every byte stays its own token, so the vocabulary is exactly the 256 bytes.
     core = Tokenizer(models.BPE(vocab={alphabet[b]: b for b in range(NUM_BYTES)}, merges=[]))
