@@ -24,7 +24,6 @@ reproduce the oracle's response token for token.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
 import json
 import os
@@ -47,12 +46,9 @@ ACTIONS = ("left_click", "type", "answer")
 
 
 def collect(args) -> None:
-    from asyncwebrl.rollout.environment import LocalEnvironment
-    from asyncwebrl.rollout.policies import OraclePolicy
-    from asyncwebrl.runtime.demonstrations import TeacherPolicy
-    from asyncwebrl.runtime.evaluate import run_tasks
+    from asyncwebrl.runtime.demonstrations import demonstrate
     from asyncwebrl.runtime.rows import step_rows
-    from asyncwebrl.runtime.settings import episode_settings, pool_arguments, prompt_builder, screenshot_store
+    from asyncwebrl.runtime.settings import screenshot_store
     from asyncwebrl.web.server import LocalWeb
     from asyncwebrl.web.tasks import generate_tasks
 
@@ -67,11 +63,7 @@ def collect(args) -> None:
             tasks = generate_tasks(split, config.tasks[sites])
             tasks = random.Random(config.seed).sample(tasks, min(wanted[split], len(tasks)))
             store = screenshot_store(config, f"demonstrations-{split}")
-            teacher = TeacherPolicy(OraclePolicy(web.session, config.agent.response_format), processor, store,
-                                    prompt_builder(config))
-            episodes, seconds = asyncio.run(run_tasks(tasks, teacher, LocalEnvironment(web),
-                                                      episode_settings(config, split), store=store,
-                                                      free_screenshots=False, label=split, **pool_arguments(config)))
+            episodes, seconds = demonstrate(config, web, processor, store, tasks, phase=split, label=split)
             solved = [t for t in episodes if t.success]
             rows = step_rows(solved, np.zeros(len(solved)), store, processor)
             store.free([k for t in episodes for k in t.screenshot_keys()])

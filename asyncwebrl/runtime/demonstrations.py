@@ -13,12 +13,26 @@ from __future__ import annotations
 import asyncio
 
 from asyncwebrl.model.tokenizer import Processor
-from asyncwebrl.records import Step, Task
+from asyncwebrl.records import Step, Task, Trajectory
+from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.page import Observation
 from asyncwebrl.rollout.policies import OraclePolicy, Reply
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.runtime.evaluate import run_tasks
 from asyncwebrl.runtime.model_policy import encode_step
+from asyncwebrl.runtime.settings import episode_settings, pool_arguments, prompt_builder
+from asyncwebrl.web.server import LocalWeb
+
+
+def demonstrate(config, web: LocalWeb, processor: Processor, store: ScreenshotStore, tasks: list[Task], *,
+                phase: str = "train", label: str = "demonstrations") -> tuple[list[Trajectory], float]:
+    """The oracle on these local tasks, through the model's prompt format: (trajectories,
+    seconds). Their screenshots stay in `store` until the caller has built its rows."""
+    teacher = TeacherPolicy(OraclePolicy(web.session, config.agent.response_format), processor, store,
+                            prompt_builder(config))
+    return asyncio.run(run_tasks(tasks, teacher, LocalEnvironment(web), episode_settings(config, phase), store=store,
+                                 free_screenshots=False, label=label, **pool_arguments(config)))
 
 
 class TeacherPolicy:

@@ -34,18 +34,15 @@ from asyncwebrl import distributed
 from asyncwebrl.analysis.memory_drift import episode_record, memory_drift_metrics
 from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.records import Task
-from asyncwebrl.rollout.environment import LocalEnvironment
-from asyncwebrl.rollout.policies import OraclePolicy
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.build import build_model, make_engine, make_learner, make_model_policy
-from asyncwebrl.runtime.demonstrations import TeacherPolicy
+from asyncwebrl.runtime.demonstrations import demonstrate
 from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize
 from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, TaskSampler
 from asyncwebrl.runtime.orchestrator import Orchestrator, PoolSettings, RLSettings
 from asyncwebrl.runtime.rows import step_rows
 from asyncwebrl.runtime.rundir import FollowerDirectory, Progress, RunDirectory
-from asyncwebrl.runtime.settings import (episode_settings, make_environment, pool_arguments, prompt_builder,
-                                         screenshot_store)
+from asyncwebrl.runtime.settings import episode_settings, make_environment, pool_arguments, screenshot_store
 from asyncwebrl.web.server import LocalWeb
 
 
@@ -104,12 +101,7 @@ def warm_start(config, run: RunDirectory, web: LocalWeb, processor, model, tasks
                          f"for tasks.source={config.tasks.source!r}")
     store = screenshot_store(config, "demonstrations", host=jax.process_index())
     demo_tasks = random.Random(config.seed).sample(tasks, min(config.sft.demo_tasks, len(tasks)))
-    teacher = TeacherPolicy(OraclePolicy(web.session, config.agent.response_format), processor, store,
-                            prompt_builder(config))
-    demos, seconds = asyncio.run(run_tasks(distributed.share(demo_tasks), teacher, LocalEnvironment(web),
-                                           episode_settings(config, "train"), store=store,
-                                           free_screenshots=False, label="demonstrations",
-                                           **pool_arguments(config)))
+    demos, seconds = demonstrate(config, web, processor, store, distributed.share(demo_tasks))
     solved = [t for t in demos if t.success]
     rows = step_rows(solved, np.zeros(len(solved)), store, processor)
     store.free([k for t in demos for k in t.screenshot_keys()])
