@@ -24,7 +24,9 @@ Measured between the end of update --skip and the end of the last one (compilati
 and start-up left out): finished episodes per hour, trained trajectories per hour
 (members of the groups the learner consumed), the sampler's and the learner's busy
 shares of wall time (seconds inside engine calls / inside updates), and the staleness
-of every consumed token (mean of the per-update means, and the max).
+of every consumed token (mean of the per-update means, and the max); and, of the trained
+episodes, their steps and seconds, their groups' seconds (the slowest member), and a
+step's seconds in the model (sampler queueing included) and on the web.
 """
 
 from __future__ import annotations
@@ -113,6 +115,8 @@ def run_variant(setting: str, config, web_step_s: float = 0.16) -> list[dict]:
 
     def on_update(update: int, measured: dict, groups) -> None:
         snapshot = orchestrator.buffer.snapshot()
+        episodes = [t for g in groups for t in g.members]
+        steps = [s for t in episodes for s in t.steps]
         counts = distributed.gather([(snapshot["episodes"], sum(len(g.members) for g in groups))])   # every process's
         marks.append({"update": update, "t": time.monotonic() - started, "episodes": sum(e for e, _ in counts),
                       "trained": sum(t for _, t in counts), "learner_s": orchestrator.busy["learner_seconds"],
@@ -124,7 +128,14 @@ def run_variant(setting: str, config, web_step_s: float = 0.16) -> list[dict]:
                       "wait_s": measured["batch_wait_seconds"], "rows": measured["rows"],
                       "lead": snapshot["lead"],
                       "images_shown": measured["images_shown"], "images_encoded": measured["images_encoded"],
-                      "rejected_stale": snapshot["rejected_stale"], "crashed": snapshot["episodes_crashed"]})
+                      "rejected_stale": snapshot["rejected_stale"], "crashed": snapshot["episodes_crashed"],
+                      # the trained episodes themselves (this process's): how long they ran, and
+                      # a step's time in the model (queueing in the sampler included) and on the web
+                      "steps_per_episode": len(steps) / max(1, len(episodes)),
+                      "episode_s": float(np.mean([t.seconds for t in episodes])) if episodes else 0.0,
+                      "group_s": float(np.mean([max(t.seconds for t in g.members) for g in groups])) if groups else 0.0,
+                      "policy_s_per_step": float(np.mean([s.seconds_policy for s in steps])) if steps else 0.0,
+                      "web_s_per_step": float(np.mean([s.seconds_browser for s in steps])) if steps else 0.0})
         if distributed.is_leader():
             print(json.dumps({"variant": variant_name(config), **marks[-1]}), flush=True)
 
@@ -164,6 +175,8 @@ def summarize(marks: list[dict], skip: int) -> dict:
         "images_encoded_per_shown": round(sum(m["images_encoded"] for m in window)
                                           / max(1, sum(m["images_shown"] for m in window)), 3),
         "groups_rejected_stale": last["rejected_stale"], "episodes_crashed": last["crashed"],
+        **{f"mean_{name}": round(float(np.mean([m[name] for m in window])), 3)
+           for name in ("steps_per_episode", "episode_s", "group_s", "policy_s_per_step", "web_s_per_step")},
     }
 
 

@@ -62,10 +62,14 @@ class EnvironmentModel:
         return self.step_median_s * math.exp(rng.gauss(0.0, self.step_sigma))
 
 
-def synthetic_tasks(count: int, seed: int = 0) -> list[Task]:
-    """`count` tasks spread over the three levels (only the level matters here)."""
+# one difficulty (number of rubric facts) inside each level's range: easy, medium, hard
+LEVEL_DIFFICULTY = {"easy": 2, "medium": 5, "hard": 8}
+
+
+def synthetic_tasks(count: int) -> list[Task]:
+    """`count` tasks taking the three levels in turn (only the level matters here)."""
     return [Task(task_id=f"sim-{i}", task_name=f"simulated task {i}", website="about:blank",
-                 difficulty=1 + i % 3) for i in range(count)]
+                 difficulty=LEVEL_DIFFICULTY[LEVELS[i % len(LEVELS)]]) for i in range(count)]
 
 
 def _screenshot_png(rng: np.random.Generator, size=(720, 1280)) -> bytes:

@@ -47,3 +47,19 @@ def test_summary_measures_the_window_after_skip(marks):
     assert summary["episodes_per_hour"] == pytest.approx(3600 * (runs[-1]["episodes"] - runs[0]["episodes"]) / span,
                                                          rel=1e-3)
     assert 0 < summary["learner_busy"] <= 1.0 + 1e-6
+
+
+def test_simulated_tasks_take_the_three_levels_in_turn():
+    from asyncwebrl.records import LEVELS
+    from benchmarks.simulated_web import synthetic_tasks
+
+    assert [t.level for t in synthetic_tasks(6)] == list(LEVELS) * 2
+
+
+def test_episode_measurements_describe_the_trained_rows(marks):
+    for name, runs in marks.items():
+        for m in runs:
+            # every simulated step asks the sampler once, so each step is one step row
+            assert m["steps_per_episode"] * m["trained"] == pytest.approx(m["rows"]), name
+            assert 0 < m["episode_s"] <= m["group_s"], name
+            assert m["policy_s_per_step"] > 0 and m["web_s_per_step"] > 0, name
