@@ -22,11 +22,12 @@ split between them, and process 0 prints the counts of all of them.
 
 Measured between the end of update --skip and the end of the last one (compilation
 and start-up left out): finished episodes per hour, trained trajectories per hour
-(members of the groups the learner consumed), the sampler's and the learner's busy
-shares of wall time (seconds inside engine calls / inside updates), and the staleness
-of every consumed token (mean of the per-update means, and the max); and, of the trained
-episodes, their steps and seconds, their groups' seconds (the slowest member), and a
-step's seconds in the model (sampler queueing included) and on the web.
+(members of the groups the learner consumed) and trained step rows per hour, the
+sampler's and the learner's busy shares of wall time (seconds inside engine calls /
+inside updates), and the staleness of every consumed token (mean of the per-update
+means, and the max); and, of the trained episodes, their steps and seconds, their
+groups' seconds (the slowest member), and a step's seconds in the model (sampler
+queueing included) and on the web.
 """
 
 from __future__ import annotations
@@ -160,6 +161,8 @@ def summarize(marks: list[dict], skip: int) -> dict:
         "updates_measured": len(window), "seconds": round(span, 1),
         "episodes_per_hour": round(3600 * (last["episodes"] - first["episodes"]) / span, 1),
         "trained_trajectories_per_hour": round(3600 * sum(m["trained"] for m in window) / span, 1),
+        # trajectories/h rewards short episodes; step rows/h counts the work trained on
+        "trained_step_rows_per_hour": round(3600 * sum(m["rows"] for m in window) / span, 1),
         "sampler_busy": round((last["sampler_s"] - first["sampler_s"]) / span, 3),
         "learner_busy": round((last["learner_s"] - first["learner_s"]) / span, 3),
         "staleness_mean": round(float(np.mean([m["staleness_mean"] for m in window])), 3),
@@ -219,6 +222,8 @@ def main() -> None:
             results["async"]["episodes_per_hour"] / results["sync"]["episodes_per_hour"], 2)
         results["async_over_sync_trained_per_hour"] = round(
             results["async"]["trained_trajectories_per_hour"] / results["sync"]["trained_trajectories_per_hour"], 2)
+        results["async_over_sync_step_rows_per_hour"] = round(
+            results["async"]["trained_step_rows_per_hour"] / results["sync"]["trained_step_rows_per_hour"], 2)
     print(json.dumps({"setting": args.setting, "updates": args.updates, "skip": args.skip, "seed": args.seed,
                       "web_step_s": args.web_step_s, "processes": jax.process_count(), "devices": jax.device_count(),
                       "overrides": extra, "backend": jax.default_backend(), "device": jax.devices()[0].device_kind,

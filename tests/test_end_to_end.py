@@ -47,6 +47,8 @@ def test_summary_measures_the_window_after_skip(marks):
     assert summary["episodes_per_hour"] == pytest.approx(3600 * (runs[-1]["episodes"] - runs[0]["episodes"]) / span,
                                                          rel=1e-3)
     assert 0 < summary["learner_busy"] <= 1.0 + 1e-6
+    assert summary["trained_step_rows_per_hour"] == pytest.approx(
+        3600 * sum(m["rows"] for m in runs[1:]) / span, rel=1e-3)
 
 
 def test_simulated_tasks_take_the_three_levels_in_turn():
