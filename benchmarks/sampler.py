@@ -4,7 +4,7 @@
     python3 benchmarks/sampler.py --preset 8b --dtype bfloat16 --concurrency 1,16,64,256 --hf dynamic,static
 
 Random weights. Each request is an agent step: `--text` prompt tokens and `--images`
-screenshots of 1280x720 (sized by the preset's processor rule: 920 image tokens each for
+screenshots of 1280x720 (sized by the preset's processor rule: 880 image tokens each for
 the published presets, 60 for tiny), then exactly `--new-tokens` generated tokens (no
 stop token). For each concurrency c, c requests are submitted at once to an engine with
 max(concurrency) slots; reported: output tokens/s end to end, per-request latency, and

@@ -169,6 +169,7 @@ def test_single_step_update_takes_pi_prox_from_its_own_forward(monkeypatch):
     monkeypatch.setattr(with_pass, "_needs_proximal_pass", lambda microbatches: True)
     measured_without, measured_with = without.update(rows), with_pass.update(rows)
     assert measured_with["prox_seconds"] > 0 and measured_without["optimizer_steps"] == 1
+    assert measured_with["proximal_pass"] and not measured_without["proximal_pass"]
     for a, b in zip(params_of(without), params_of(with_pass)):
         np.testing.assert_allclose(a, b, atol=2e-6, rtol=1e-5)
     for name in ("loss", "importance_weight_mean", "grad_norm"):

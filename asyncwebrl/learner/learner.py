@@ -90,7 +90,8 @@ class Learner:
         packed = time.perf_counter()
         rl = self.settings.loss.mode == "rl"
         prox = [None] * len(microbatches)
-        if rl and self._needs_proximal_pass(len(microbatches)):
+        proximal_pass = rl and self._needs_proximal_pass(len(microbatches))
+        if proximal_pass:
             prox = jax.block_until_ready([self._logprobs(self.state.params, mb) for mb in microbatches])
         proximal = time.perf_counter()
         version = self.version
@@ -114,7 +115,7 @@ class Learner:
         measurements.update(
             self._batch_facts(rows, microbatches, version),
             images_shown=sum(r.num_images for r in rows), images_encoded=images_encoded,
-            skipped=totals["skipped"], optimizer_steps=steps, param_norm=float(measured["param_norm"]),
+            skipped=totals["skipped"], optimizer_steps=steps, proximal_pass=proximal_pass, param_norm=float(measured["param_norm"]),
             learning_rate=float(measured["learning_rate"]), version=self.version,
             seconds=time.perf_counter() - started, pack_seconds=packed - started, prox_seconds=proximal - packed)
         return measurements
