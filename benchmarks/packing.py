@@ -26,7 +26,7 @@ from asyncwebrl.learner.packing import PackingShape, StepRow, place  # noqa: E40
 
 RESPONSE_TOKENS = 200
 # (row_length, rows_per_microbatch, images_per_microbatch), row token range: the embedded
-# default, the GPU end-to-end benchmark, and an instruct-sized learner
+# default, the GPU end-to-end benchmark, and configs/instruct.py's learner
 SHAPES = [((4096, 1, 4), (1500, 3600)), ((3072, 4, 5), (2100, 2600)), ((16384, 1, 6), (2000, 5000))]
 
 

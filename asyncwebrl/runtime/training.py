@@ -164,7 +164,8 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None) 
         "trajectories_per_hour": _rounded(last.get("trajectories_per_hour"), 1),
         "staleness_mean": _rounded(np.mean([r["staleness_mean"] for r in records]), 2) if records else None,
         "staleness_max": max((r["staleness_max"] for r in records), default=None),
-        "steps_per_episode": last.get("steps_per_episode"), "tokens_per_step": last.get("tokens_per_step"),
+        "steps_per_episode": _rounded(last.get("steps_per_episode"), 1),
+        "tokens_per_step": _rounded(last.get("tokens_per_step"), 1),
     }
     print("[summary] held-out success before -> after RL: "
           f"{summary['success_before']} -> {summary['success_after']}")
