@@ -134,7 +134,8 @@ def run_variant(setting: str, config, web_step_s: float = 0.16) -> list[dict]:
                       # a step's time in the model (queueing in the sampler included) and on the web
                       "steps_per_episode": len(steps) / max(1, len(episodes)),
                       "episode_s": float(np.mean([t.seconds for t in episodes])) if episodes else 0.0,
-                      "group_s": float(np.mean([max(t.seconds for t in g.members) for g in groups])) if groups else 0.0,
+                      "group_s": (float(np.mean([max(t.seconds for t in g.members) for g in groups]))
+                                  if groups else 0.0),
                       "policy_s_per_step": float(np.mean([s.seconds_policy for s in steps])) if steps else 0.0,
                       "web_s_per_step": float(np.mean([s.seconds_browser for s in steps])) if steps else 0.0})
         if distributed.is_leader():

@@ -47,7 +47,8 @@ from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
 from benchmarks.workload import ordinary_token_limit  # noqa: E402
 
 RESPONSE_TOKENS = 240        # SPEC.md §6: ~240 response tokens per step
-SCREEN_GRID = (1, 44, 80)    # a 1280x720 screenshot under Qwen3-VL's processor (720 rounds to 704): 3,520 patches, 880 tokens
+# a 1280x720 screenshot under Qwen3-VL's processor (720 rounds to 704): 3,520 patches, 880 tokens
+SCREEN_GRID = (1, 44, 80)
 
 
 def measured_matmul_peak(dtype=jnp.bfloat16, size: int = 8192, repeats: int = 10) -> float:

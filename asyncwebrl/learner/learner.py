@@ -115,8 +115,9 @@ class Learner:
         measurements.update(
             self._batch_facts(rows, microbatches, version),
             images_shown=sum(r.num_images for r in rows), images_encoded=images_encoded,
-            skipped=totals["skipped"], optimizer_steps=steps, proximal_pass=proximal_pass, param_norm=float(measured["param_norm"]),
-            learning_rate=float(measured["learning_rate"]), version=self.version,
+            skipped=totals["skipped"], optimizer_steps=steps, proximal_pass=proximal_pass,
+            param_norm=float(measured["param_norm"]), learning_rate=float(measured["learning_rate"]),
+            version=self.version,
             seconds=time.perf_counter() - started, pack_seconds=packed - started, prox_seconds=proximal - packed)
         return measurements
 
