@@ -118,7 +118,7 @@ def run_variant(setting: str, config, web_step_s: float = 0.16) -> list[dict]:
         snapshot = orchestrator.buffer.snapshot()
         episodes = [t for g in groups for t in g.members]
         steps = [s for t in episodes for s in t.steps]
-        counts = distributed.gather([(snapshot["episodes"], sum(len(g.members) for g in groups))])   # every process's
+        counts = distributed.gather([(snapshot["episodes"], len(episodes))])   # every process's
         marks.append({"update": update, "t": time.monotonic() - started, "episodes": sum(e for e, _ in counts),
                       "trained": sum(t for _, t in counts), "learner_s": orchestrator.busy["learner_seconds"],
                       "sampler_s": engine.busy_seconds(), "staleness_mean": measured["staleness_mean"],
