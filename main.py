@@ -107,12 +107,18 @@ def run_episodes(config, tasks, web: LocalWeb, phase: str) -> tuple[list[Traject
             **pool_arguments(config)))
 
 
+def serving(web: LocalWeb, config):
+    """The local web's server runs for Chromium; the browser-free driver calls it in process."""
+    return contextlib.nullcontext(web) if config.browser.driver == "http" else web
+
+
 def evaluate(config, workdir: str) -> dict:
     tasks = evaluation_tasks(config, config.eval.split, workdir)
-    with LocalWeb() as web:
+    with serving(LocalWeb(), config) as web:
         trajectories, wall = run_episodes(config, tasks, web, phase="test")
     summary = summarize(trajectories, wall)
-    print(f"policy={config.policy} interaction={config.agent.interaction} split={config.eval.split}")
+    print(f"policy={config.policy} interaction={config.agent.interaction} observation={config.agent.observation} "
+          f"driver={config.browser.driver} split={config.eval.split}")
     print(format_table(summary, families=config.tasks.source == "miniwob"))
     write_eval(workdir, summary, trajectories)
     return summary

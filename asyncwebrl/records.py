@@ -82,6 +82,7 @@ class Step:
     seconds_policy: float = 0.0
     seconds_browser: float = 0.0
     point: list[float] | None = None  # where a click or type landed, in screenshot pixels
+    page_text: str = ""  # text observations: the page as the agent was shown it (before a budget cut)
 
 
 # answered: the agent gave its answer; finished: the page ended the episode (MiniWoB++);

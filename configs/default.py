@@ -70,6 +70,11 @@ def get_config() -> config_dict.ConfigDict:
 
     config.agent = config_dict.ConfigDict()
     config.agent.interaction = "set_of_marks"  # coordinates | set_of_marks
+    # What the agent is shown of a page: screenshot | text (the whole page in reading order,
+    # elements as [id] role "label" lines: asyncwebrl/web/page_text.py) | text+screenshot.
+    # Text observations name elements by id: interaction must be set_of_marks.
+    config.agent.observation = "screenshot"
+    config.agent.text_budget = 1024  # tokens of page text shown per step; a longer page is cut, with a note
     config.agent.viewport_width = 1280
     config.agent.viewport_height = 720
     # step limits (easy, medium, hard), shorter than SPEC.md §3's 10/20/30 (train) and 30/50/70
@@ -90,6 +95,9 @@ def get_config() -> config_dict.ConfigDict:
     config.agent.response_format = "action"
 
     config.browser = config_dict.ConfigDict()
+    # chromium: real headless browsers (the system of record); http: the browser-free driver of the
+    # local web (asyncwebrl/rollout/http_tab.py: text observations only, no browser needed, ~100x faster)
+    config.browser.driver = "chromium"
     config.browser.executable_path = ""  # "" = find one (see asyncwebrl/rollout/browser.py)
     config.browser.pages = 4  # episodes at once (browser pages), separate from sampler slots
     config.browser.pages_per_browser = 4  # about 4 saturate 2 cores (MACHINE_NOTES.md)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asyncwebrl.records import Step, Task
-from asyncwebrl.rollout.page import Element, Observation
+from asyncwebrl.rollout.observation import Element, Observation
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.response import GRID, format_response, response_action
 

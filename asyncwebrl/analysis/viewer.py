@@ -4,7 +4,8 @@
 
 Training writes them as it goes (W/trajectories/index.html and .../update_N/index.html).
 A page shows the task, outcome and reward, then for each step the screenshot with the
-click drawn where it landed, the response with its Memory line highlighted, the action,
+click drawn where it landed (and, for text observations, the page text with the named
+element's line highlighted), the response with its Memory line highlighted, the action,
 any action error, and the policy versions that wrote the step. Plain HTML and CSS: it
 opens from the disk in any browser, nothing to serve.
 """
@@ -28,6 +29,7 @@ body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; max-width: 1400px; co
 .click { position: absolute; width: 18px; height: 18px; margin: -11px 0 0 -11px; border: 3px solid #ff2d7a;
          border-radius: 50%; box-shadow: 0 0 0 2px #fff }
 pre { white-space: pre-wrap; word-break: break-word; background: #fafafa; padding: 8px; margin: 6px 0 }
+.page { max-height: 480px; overflow: auto; font-size: 12px; border: 1px solid #ccc }
 mark { background: #fff2a8 } .error { color: #b3261e } .meta { color: #666 }
 table { border-collapse: collapse } td, th { padding: 4px 10px; border-bottom: 1px solid #eee; text-align: left }
 """
@@ -49,6 +51,15 @@ def _response_html(response: str) -> str:
     return "\n".join(f"<mark>{line}</mark>" if line.lstrip().startswith("Memory:") else line for line in lines)
 
 
+def _page_text_html(step: dict) -> str:
+    """A text observation, the line of the element the action named highlighted."""
+    target = (step.get("action") or {}).get("element_id")
+    lines = [html.escape(line) for line in step["page_text"].splitlines()]
+    if target is not None:
+        lines = [f"<mark>{line}</mark>" if line.startswith(f"[{target}] ") else line for line in lines]
+    return f'<pre class="page">{chr(10).join(lines)}</pre>'
+
+
 def _step_html(folder: str, step: dict) -> str:
     shot = ""
     if step.get("screenshot"):
@@ -62,7 +73,8 @@ def _step_html(folder: str, step: dict) -> str:
     arguments = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in action.items() if k != "name")
     error = f'<p class="error">action error: {html.escape(step["action_error"])}</p>' if step.get("action_error") else ""
     versions = ", ".join(str(v) for v in step.get("versions") or []) or "none (no model)"
-    return (f'<section class="step" id="step-{step["index"]}"><div>{shot}</div><div>'
+    page = _page_text_html(step) if step.get("page_text") else ""
+    return (f'<section class="step" id="step-{step["index"]}"><div>{shot}{page}</div><div>'
             f'<h3>Step {step["index"]}: {html.escape(str(action.get("name", "?")))}({html.escape(arguments)})</h3>'
             f'<p class="meta">{html.escape(step.get("url", ""))}<br>policy versions: {versions}; '
             f'{step.get("response_tokens", 0)} response tokens</p>{error}'

@@ -12,15 +12,19 @@ from asyncwebrl.records import Task
 from asyncwebrl.rollout.episode import EpisodeSite
 from asyncwebrl.rollout.sandbox import Sandbox, local_policy
 from asyncwebrl.web.evaluator import Judgement, judge_local_episode
-from asyncwebrl.web.server import EPISODE_COOKIE, LocalWeb
+from asyncwebrl.web.server import EPISODE_COOKIE, LOGICAL_ORIGIN, LocalWeb
 
 
 class LocalEnvironment:
-    """Tasks on the embedded local web; nothing but the local server is reachable."""
+    """Tasks on the embedded local web; nothing but the local server is reachable.
 
-    def __init__(self, web: LocalWeb):
+    browser_free: episodes run on the browser-free driver (rollout/http_tab.py), which
+    calls the sites in process under their logical origin: the server need not run."""
+
+    def __init__(self, web: LocalWeb, *, browser_free: bool = False):
         self.web = web
-        self.policy = local_policy(web.origin)  # one policy, so blocks are counted run-wide
+        # one policy, so blocks are counted run-wide
+        self.policy = local_policy(LOGICAL_ORIGIN if browser_free else web.origin)
 
     def episode_site(self, task: Task, episode_id: str) -> EpisodeSite:
         if not (task.local and "site" in task.local):

@@ -16,7 +16,8 @@ from typing import Callable, Protocol
 from playwright.async_api import Error as PlaywrightError
 
 from asyncwebrl.records import LEVELS, Step, Task, Trajectory
-from asyncwebrl.rollout.page import LEAVING_FLAG_JS, NavigationWatch, action_point, execute, observe
+from asyncwebrl.rollout.observation import Observation, check_observation
+from asyncwebrl.rollout.page import LEAVING_FLAG_JS, NavigationWatch, action_point, execute, observe, observe_text
 from asyncwebrl.rollout.policies import Policy, PolicyUnavailable
 from asyncwebrl.rollout.response import response_action
 from asyncwebrl.rollout.sandbox import Sandbox
@@ -31,11 +32,31 @@ class EpisodeSettings:
     timeout_s: float = 15.0  # one browser operation (navigation, click, screenshot)
     step_deadline_s: float = 30.0  # observing or executing one step, whatever hangs
     step_limits: tuple[int, int, int] | None = None  # (easy, medium, hard) instead of the phase's
+    observation: str = "screenshot"  # screenshot | text | text+screenshot (rollout/observation.py)
+
+    def __post_init__(self):
+        check_observation(self.observation)
+        if self.observation != "screenshot" and self.interaction != "set_of_marks":
+            raise ValueError(f"agent.observation={self.observation!r} names elements by their text ids: it needs "
+                             f"agent.interaction='set_of_marks', not {self.interaction!r}")
 
     def step_limit(self, task: Task) -> int:
-        if self.step_limits is None:
-            return task.step_limit(self.phase)
-        return self.step_limits[LEVELS.index(task.level)]
+        """The level's limit, raised where the task's oracle plan needs more: no task is
+        posed that cannot be finished in time."""
+        level_limit = task.step_limit(self.phase) if self.step_limits is None else \
+            self.step_limits[LEVELS.index(task.level)]
+        return max(level_limit, plan_room(task))
+
+
+def plan_room(task: Task) -> int:
+    """Steps a local task's oracle plan takes, with slack for the scrolls it needs in
+    coordinates mode and a wait for a slow page: 1.5x its moves, at least 2 more (0 for
+    tasks without a plan)."""
+    plan = (task.local or {}).get("oracle")
+    if not plan:
+        return 0
+    moves = sum(move["op"] != "note" for move in plan)
+    return moves + max(2, moves // 2)
 
 
 class TaskPage(Protocol):
@@ -62,6 +83,10 @@ class StepHang(Exception):
     """A step did not finish within its deadline (a page in an endless script, say)."""
 
 
+class TabFailure(Exception):
+    """The tab could not do its part (no start page, say): the episode is crashed."""
+
+
 async def _within(deadline_s: float, what: str, awaitable):
     try:
         return await asyncio.wait_for(awaitable, timeout=deadline_s)
@@ -69,42 +94,101 @@ async def _within(deadline_s: float, what: str, awaitable):
         raise StepHang(f"{what} took longer than {deadline_s:.0f}s") from None
 
 
+class Tab(Protocol):
+    """Where one episode's pages are shown and acted on: a Chromium page (ChromiumTab) or
+    the browser-free local web (rollout/http_tab.py). The episode loop knows only this."""
+
+    async def open(self, task: Task) -> Task: ...  # the start page; the task as this episode poses it
+
+    async def observe(self, step: int, last_error: str) -> Observation: ...
+
+    async def execute(self, action, observation: Observation) -> str: ...  # "" or what went wrong
+
+    async def finished(self) -> bool: ...  # did the page end the episode (MiniWoB++)?
+
+    async def close(self) -> str: ...  # "" or what went wrong
+
+
+class ChromiumTab:
+    """A fresh browser context per episode: clean cookies and storage, its own sandbox."""
+
+    def __init__(self, browser, site: EpisodeSite, store: ScreenshotStore, settings: EpisodeSettings):
+        self.browser, self.site, self.store, self.settings = browser, site, store, settings
+        self.context = self.page = self.watch = None
+
+    async def open(self, task: Task) -> Task:
+        settings, site = self.settings, self.site
+        self.context = await self.browser.new_context(
+            viewport={"width": settings.viewport[0], "height": settings.viewport[1]},
+            service_workers="block", accept_downloads=False,
+        )
+        if site.cookies:
+            await self.context.add_cookies(site.cookies)
+        await site.sandbox.install(self.context)
+        await self.context.add_init_script(LEAVING_FLAG_JS)
+        self.page = page = await self.context.new_page()
+        page.set_default_timeout(settings.timeout_s * 1000)
+        page.on("download", lambda download: site.sandbox.policy.count("download"))
+        self.watch = NavigationWatch(page)
+        await _within(settings.step_deadline_s, "opening the start page", page.goto(site.start_url, wait_until="load"))
+        if site.task_page is not None:
+            task = await _within(settings.step_deadline_s, "starting the task page", site.task_page.start(page, task))
+        return task
+
+    async def observe(self, step: int, last_error: str) -> Observation:
+        settings, shown_url = self.settings, self.site.shown_url(self.page.url)
+        if settings.observation == "screenshot":
+            return await observe(self.page, self.store, interaction=settings.interaction, step=step,
+                                 shown_url=shown_url, last_error=last_error)
+        return await observe_text(self.page, self.store, screenshot=settings.observation == "text+screenshot",
+                                  step=step, shown_url=shown_url, last_error=last_error)
+
+    async def execute(self, action, observation: Observation) -> str:
+        return await execute(self.page, action, observation, watch=self.watch, resolve_url=self.site.sandbox.resolve,
+                             timeout_s=self.settings.timeout_s)
+
+    async def finished(self) -> bool:
+        return self.site.task_page is not None and await self.site.task_page.finished(self.page)
+
+    async def close(self) -> str:
+        if self.context is None:
+            return ""
+        try:  # a context whose page is stuck in a script loop may not close: don't wait forever
+            await asyncio.wait_for(self.context.close(), timeout=self.settings.timeout_s)
+        except (PlaywrightError, asyncio.TimeoutError):
+            return "context did not close"
+        return ""
+
+
 async def run_episode(browser, task: Task, policy: Policy, *, site: EpisodeSite, store: ScreenshotStore,
                       settings: EpisodeSettings, episode_id: str, group_id: str = "") -> Trajectory:
-    """Run one episode of `policy` in a fresh context of `browser`. The trajectory's steps
-    hold one store reference each (their screenshot keys); the caller frees them."""
+    """One episode of `policy` in a fresh context of `browser` (see run_episode_in)."""
+    return await run_episode_in(ChromiumTab(browser, site, store, settings), task, policy, store=store,
+                                settings=settings, episode_id=episode_id, group_id=group_id)
+
+
+async def run_episode_in(tab: Tab, task: Task, policy: Policy, *, store: ScreenshotStore, settings: EpisodeSettings,
+                         episode_id: str, group_id: str = "") -> Trajectory:
+    """Run one episode of `policy` in `tab`. The trajectory's steps hold one store
+    reference each (their screenshot keys); the caller frees them."""
     started = time.perf_counter()
     limit = settings.step_limit(task)
     steps: list[Step] = []
     outcome, answer, error = "limit", "", ""
     unrecorded: list[str] = []  # keys observed but not (yet) in a step: freed on a crash
-    context = None
     try:
-        context = await browser.new_context(
-            viewport={"width": settings.viewport[0], "height": settings.viewport[1]},
-            service_workers="block", accept_downloads=False,
-        )
-        if site.cookies:
-            await context.add_cookies(site.cookies)
-        await site.sandbox.install(context)
-        await context.add_init_script(LEAVING_FLAG_JS)
-        page = await context.new_page()
-        page.set_default_timeout(settings.timeout_s * 1000)
-        page.on("download", lambda download: site.sandbox.policy.count("download"))
-        watch = NavigationWatch(page)
-        await _within(settings.step_deadline_s, "opening the start page", page.goto(site.start_url, wait_until="load"))
-        if site.task_page is not None:
-            task = await _within(settings.step_deadline_s, "starting the task page", site.task_page.start(page, task))
+        task = await tab.open(task)
         agent = policy.begin(task, interaction=settings.interaction, episode_id=episode_id)
-        last_error = ""
+        last_error, seen = "", ""
         for index in range(limit):
             browser_started = time.perf_counter()
-            observation = await _within(settings.step_deadline_s, "observing the page", observe(
-                page, store, interaction=settings.interaction, step=index,
-                shown_url=site.shown_url(page.url), last_error=last_error))
-            unrecorded.append(observation.screenshot_key)
+            observation = await _within(settings.step_deadline_s, "observing the page",
+                                        tab.observe(index, last_error))
+            if observation.screenshot_key:
+                unrecorded.append(observation.screenshot_key)
             if steps:
-                steps[-1].screenshot_changed = observation.screenshot_key != steps[-1].screenshot_key
+                steps[-1].screenshot_changed = observation.fingerprint != seen
+            seen = observation.fingerprint
             policy_started = time.perf_counter()
             reply = await agent.act(observation, steps)
             acted = time.perf_counter()
@@ -113,10 +197,11 @@ async def run_episode(browser, task: Task, policy: Policy, *, site: EpisodeSite,
             point = action_point(action, observation) if action.name in ("left_click", "type") else None
             if action.name == "answer":
                 answer, outcome = action.args["text"], "answered"
+            elif observation.text and action.name == "scroll":  # the same no-op under either driver
+                last_error = "scroll does nothing here: the page text already shows the whole page"
             elif not action.invalid:
-                last_error = await _within(settings.step_deadline_s, f"executing {action.name}", execute(
-                    page, action, observation, watch=watch, resolve_url=site.sandbox.resolve,
-                    timeout_s=settings.timeout_s))
+                last_error = await _within(settings.step_deadline_s, f"executing {action.name}",
+                                           tab.execute(action, observation))
             steps.append(Step(
                 index=index, url=observation.url, title=observation.title, response=reply.text, action=action.as_dict(),
                 action_error=last_error, screenshot_key=observation.screenshot_key,
@@ -124,24 +209,21 @@ async def run_episode(browser, task: Task, policy: Policy, *, site: EpisodeSite,
                 behave_logprobs=reply.logprobs, versions=reply.versions,
                 seconds_policy=acted - policy_started,
                 seconds_browser=(policy_started - browser_started) + (time.perf_counter() - acted),
-                point=list(point) if isinstance(point, tuple) else None,
+                point=list(point) if isinstance(point, tuple) and not observation.text else None,
+                page_text=observation.text,
             ))
-            unrecorded.pop()
+            if observation.screenshot_key:
+                unrecorded.pop()
             if outcome == "answered":
                 break
-            if site.task_page is not None and await _within(
-                    settings.step_deadline_s, "reading the task page", site.task_page.finished(page)):
+            if await _within(settings.step_deadline_s, "reading the task page", tab.finished()):
                 outcome = "finished"
                 break
-    except (PlaywrightError, StepHang, PolicyUnavailable) as failure:
+    except (PlaywrightError, StepHang, TabFailure, PolicyUnavailable) as failure:
         message = str(failure).splitlines()[0] if str(failure) else ""
         outcome, error = "crashed", f"{type(failure).__name__}: {message}"
     finally:
         store.free(unrecorded)
-        if context is not None:
-            try:  # a context whose page is stuck in a script loop may not close: don't wait forever
-                await asyncio.wait_for(context.close(), timeout=settings.timeout_s)
-            except (PlaywrightError, asyncio.TimeoutError):
-                error = error or "context did not close"
+        error = error or await tab.close()
     return Trajectory(task=task, steps=steps, outcome=outcome, reward=None, answer=answer, episode_id=episode_id,
                       group_id=group_id, step_limit=limit, error=error, seconds=time.perf_counter() - started)

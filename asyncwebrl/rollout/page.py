@@ -1,4 +1,4 @@
-"""Observing a page and acting on it, in both interaction modes.
+"""Observing a Chromium page and acting on it, in both interaction modes.
 
 `coordinates`: the model points on a 0..1000 grid (SPEC.md §3), mapped to the viewport.
 `set_of_marks`: visible interactive elements get numbers, drawn as boxes on the
@@ -6,23 +6,29 @@ screenshot and listed as text; the model names an element id.
 
 Either way an observation lists the interactive elements with their boxes; the list is
 what set-of-marks prompts show and what the oracle uses to find its targets.
+
+Text observations (observe_text) read the live DOM through web/page_text.py instead:
+every element of the whole page gets its text id, boxes drawn with the same ids on the
+screenshot (text+screenshot), and an action's element is found again by its stamp.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 
 from playwright.async_api import Error as PlaywrightError
 
-from asyncwebrl.rollout.response import GRID, Action
+from asyncwebrl.rollout.observation import Element, Observation, grid_to_pixels, text_elements
+from asyncwebrl.rollout.response import Action
 from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.web.page_text import NODE_ATTRIBUTE, STAMPED_SELECTOR, parse_page
 
 # Interactive elements, their boxes in viewport pixels, and (optionally) numbered boxes
 # drawn over them. A label that wraps a radio or checkbox stands for it; a label that
 # wraps a text field is left out (the field itself is listed).
 _SCAN_JS = r"""
 (drawMarks) => {
+  DRAW_MARKS
   document.querySelectorAll('[data-awr-overlay]').forEach(e => e.remove());
   const vw = window.innerWidth, vh = window.innerHeight;
   const selector = 'a[href], button, input:not([type=hidden]), textarea, select, label, [role=button], [role=link], [onclick]';
@@ -52,17 +58,23 @@ _SCAN_JS = r"""
       oid: el.getAttribute('data-oid') || '',
     });
   }
-  if (drawMarks) {
+  if (drawMarks) drawAwrMarks(elements.filter(e => e.mark), vw);
+  return {elements, scrollY: window.scrollY, pageHeight: document.documentElement.scrollHeight,
+          title: document.title};
+}
+"""
+# Numbered boxes over elements ({mark, x, y, width, height} in viewport pixels). The number
+# sits just right of the box (where list items and links leave blank space), or inside its
+# right end at the edge of the screen: never on the text.
+_DRAW_MARKS_FN = r"""
+  function drawAwrMarks(marks, vw) {
     const layer = document.createElement('div');
     layer.setAttribute('data-awr-overlay', '');
     layer.style.cssText = 'position:fixed;left:0;top:0;width:100%;height:100%;pointer-events:none;z-index:2147483647';
-    for (const e of elements) {
-      if (!e.mark) continue;
+    for (const e of marks) {
       const b = document.createElement('div');
       b.style.cssText = `position:absolute;left:${e.x}px;top:${e.y}px;width:${e.width}px;height:${e.height}px;` +
         'border:2px solid #ff2d7a;box-sizing:border-box';
-      // The number sits just right of the box (where list items and links leave blank
-      // space), or inside its right end at the edge of the screen: never on the text.
       const tag = document.createElement('span');
       tag.textContent = e.mark;
       const side = e.x + e.width + 28 < vw ? 'left:100%' : 'right:0';
@@ -73,8 +85,53 @@ _SCAN_JS = r"""
     }
     document.documentElement.appendChild(layer);
   }
-  return {elements, scrollY: window.scrollY, pageHeight: document.documentElement.scrollHeight,
-          title: document.title};
+"""
+_SCAN_JS = _SCAN_JS.replace("DRAW_MARKS", _DRAW_MARKS_FN)
+
+# The text observation's input: the live DOM with its form state copied into attributes
+# (what was typed, what is checked), and every element that may be listed stamped with
+# an ordinal (data-awr-n), so that an element id can be clicked without a second scan.
+_DOM_JS = r"""
+({selector, attribute}) => {
+  document.querySelectorAll('[data-awr-overlay]').forEach(e => e.remove());
+  let n = 0;
+  for (const el of document.querySelectorAll(selector)) el.setAttribute(attribute, String(++n));
+  for (const el of document.querySelectorAll('input')) {
+    const type = (el.getAttribute('type') || '').toLowerCase();
+    if (type === 'checkbox' || type === 'radio') el.toggleAttribute('checked', el.checked);
+    else if (type !== 'file' && type !== 'password') el.setAttribute('value', el.value);
+  }
+  for (const el of document.querySelectorAll('textarea')) el.textContent = el.value;
+  for (const el of document.querySelectorAll('option')) el.toggleAttribute('selected', el.selected);
+  return {html: document.documentElement.outerHTML, scrollY: window.scrollY,
+          pageHeight: document.documentElement.scrollHeight};
+}
+"""
+# Text+screenshot: boxes with the text ids over the listed elements now in the viewport.
+_MARK_TEXT_ELEMENTS_JS = r"""
+({pairs, attribute}) => {
+  DRAW_MARKS
+  const vw = window.innerWidth, vh = window.innerHeight, marks = [];
+  for (const [node, mark] of pairs) {
+    const el = document.querySelector(`[${attribute}="${node}"]`);
+    if (!el) continue;
+    const r = el.getBoundingClientRect();
+    const cx = r.left + r.width / 2, cy = r.top + r.height / 2;
+    if (r.width >= 1 && r.height >= 1 && cx >= 0 && cx < vw && cy >= 0 && cy < vh)
+      marks.push({mark, x: r.left, y: r.top, width: r.width, height: r.height});
+  }
+  drawAwrMarks(marks, vw);
+}
+""".replace("DRAW_MARKS", _DRAW_MARKS_FN)
+# Where to click a text element: scrolled into view first, its centre in viewport pixels.
+_LOCATE_JS = r"""
+({node, attribute}) => {
+  const el = document.querySelector(`[${attribute}="${node}"]`);
+  if (!el) return null;
+  el.scrollIntoView({block: 'center', inline: 'center'});
+  const r = el.getBoundingClientRect();
+  if (r.width < 1 || r.height < 1) return null;
+  return [r.left + r.width / 2, r.top + r.height / 2];
 }
 """
 _REMOVE_MARKS_JS = "() => document.querySelectorAll('[data-awr-overlay]').forEach(e => e.remove())"
@@ -84,65 +141,11 @@ SCROLL_OVERLAP_PX = 50  # a scroll moves one viewport minus this (SPEC.md §3)
 NAVIGATION_GRACE_S = 0.05  # a click starts its navigation within this on a local page
 
 
-@dataclasses.dataclass
-class Element:
-    mark: int  # set-of-marks id; 0 when the element's centre is outside the viewport
-    tag: str
-    type: str
-    text: str
-    value: str
-    checked: bool
-    x: float
-    y: float
-    width: float
-    height: float
-    oid: str  # data-oid, for the oracle only; never shown to a model
-
-    @property
-    def centre(self) -> tuple[float, float]:
-        return self.x + self.width / 2, self.y + self.height / 2
-
-    def describe(self) -> str:
-        """One line of the set-of-marks element list."""
-        kind = {"a": "link", "textarea": "text field", "label": self.type or "option"}.get(self.tag, self.tag)
-        if self.tag == "input":
-            kind = {"radio": "radio", "checkbox": "checkbox", "submit": "button"}.get(self.type, "text field")
-        state = " (checked)" if self.checked else ""
-        value = f' value="{self.value}"' if self.value else ""
-        return f'[{self.mark}] {kind} "{self.text}"{value}{state}'
-
-
-@dataclasses.dataclass
-class Observation:
-    url: str  # as the agent is shown it (the logical URL on the local web)
-    title: str
-    screenshot_key: str  # the PNG (marks drawn in set-of-marks mode) in the ScreenshotStore
-    elements: list[Element]
-    scroll_y: float
-    page_height: float
-    viewport: tuple[int, int]
-    step: int
-    last_error: str = ""
-
-    def marked(self) -> list[Element]:
-        return [e for e in self.elements if e.mark]
-
-    def element_list(self) -> str:
-        return "\n".join(e.describe() for e in self.marked())
-
-
 async def observe(page, store: ScreenshotStore, *, interaction: str, step: int, shown_url: str,
                   last_error: str = "") -> Observation:
     """Scan, screenshot (into `store`: the caller owns one reference to the key)."""
     marks = interaction == "set_of_marks"
-    for attempt in range(3):
-        try:
-            scan = await page.evaluate(_SCAN_JS, marks)
-            break
-        except PlaywrightError as error:  # a late navigation replaced the document: wait for it
-            if "context was destroyed" not in str(error) or attempt == 2:
-                raise
-            await page.wait_for_load_state("load")
+    scan = await _evaluate_settled(page, _SCAN_JS, marks)
     png = await page.screenshot(type="png")
     if marks:
         await page.evaluate(_REMOVE_MARKS_JS)
@@ -160,15 +163,41 @@ async def observe(page, store: ScreenshotStore, *, interaction: str, step: int, 
     )
 
 
-def grid_to_pixels(point: list[float], viewport: tuple[int, int]) -> tuple[float, float]:
-    width, height = viewport
-    x = min(point[0] / GRID * width, width - 1)
-    y = min(point[1] / GRID * height, height - 1)
-    return x, y
+async def _evaluate_settled(page, script: str, argument):
+    for attempt in range(3):
+        try:
+            return await page.evaluate(script, argument)
+        except PlaywrightError as error:  # a late navigation replaced the document: wait for it
+            if "context was destroyed" not in str(error) or attempt == 2:
+                raise
+            await page.wait_for_load_state("load")
 
 
-def pixels_to_grid(x: float, y: float, viewport: tuple[int, int]) -> list[int]:
-    return [round(x / viewport[0] * GRID), round(y / viewport[1] * GRID)]
+async def observe_text(page, store: ScreenshotStore, *, screenshot: bool, step: int, shown_url: str,
+                       last_error: str = "") -> Observation:
+    """The text observation of the live DOM (web/page_text.py), and with `screenshot` the
+    screenshot too, its visible elements boxed with their text ids."""
+    dom = await _evaluate_settled(page, _DOM_JS, {"selector": STAMPED_SELECTOR, "attribute": NODE_ATTRIBUTE})
+    parsed = parse_page(dom["html"])
+    elements = text_elements(parsed)
+    key = ""
+    if screenshot:
+        pairs = [[e.node, e.mark] for e in elements if e.node]
+        await page.evaluate(_MARK_TEXT_ELEMENTS_JS, {"pairs": pairs, "attribute": NODE_ATTRIBUTE})
+        key = await store.aput(await page.screenshot(type="png"))
+        await page.evaluate(_REMOVE_MARKS_JS)
+    viewport = page.viewport_size
+    return Observation(url=shown_url, title=parsed.title, screenshot_key=key, elements=elements,
+                       scroll_y=dom["scrollY"], page_height=dom["pageHeight"],
+                       viewport=(viewport["width"], viewport["height"]), step=step, last_error=last_error,
+                       text=parsed.text)
+
+
+async def locate_text_element(page, element: Element) -> tuple[float, float] | None:
+    """The viewport point of a text observation's element, scrolled into view (None: it is
+    gone or not displayed)."""
+    point = await page.evaluate(_LOCATE_JS, {"node": element.node, "attribute": NODE_ATTRIBUTE})
+    return tuple(point) if point else None
 
 
 class NavigationWatch:
@@ -234,6 +263,9 @@ async def execute(page, action: Action, observation: Observation, *, watch: Navi
     started_before, loaded_before = watch.started, watch.loaded
     if action.name in ("left_click", "type"):
         point = action_point(action, observation)
+        if observation.text and not isinstance(point, str):  # text ids: the element, wherever it is now
+            point = await locate_text_element(page, _element_of(action, observation)) or \
+                f"element {action.args['element_id']} is not displayed"
         if isinstance(point, str):
             return point
         await page.mouse.click(*point)
@@ -265,12 +297,18 @@ async def execute(page, action: Action, observation: Observation, *, watch: Navi
     return ""
 
 
+def _element_of(action: Action, observation: Observation) -> Element | None:
+    return next((e for e in observation.marked() if e.mark == action.args["element_id"]), None)
+
+
 def action_point(action: Action, observation: Observation) -> tuple[float, float] | str:
-    """Where a click or type action lands, in viewport pixels (or why it cannot)."""
+    """Where a click or type action lands, in viewport pixels (or why it cannot). Text
+    observations have no layout: their elements' centres are placeholders, found again
+    in the page when the action runs."""
     if "coordinate" in action.args:
         return grid_to_pixels(action.args["coordinate"], observation.viewport)
-    element_id = action.args["element_id"]
-    for element in observation.marked():
-        if element.mark == element_id:
-            return element.centre
-    return f"no element with id {element_id} on screen"
+    element = _element_of(action, observation)
+    if element is None:
+        where = "on the page" if observation.text else "on screen"
+        return f"no element with id {action.args['element_id']} {where}"
+    return element.centre

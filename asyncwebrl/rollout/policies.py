@@ -14,7 +14,7 @@ import random
 from typing import Any, Callable, Protocol
 
 from asyncwebrl.records import Step, Task
-from asyncwebrl.rollout.page import Element, Observation, pixels_to_grid
+from asyncwebrl.rollout.observation import Element, Observation, pixels_to_grid
 from asyncwebrl.rollout.response import GRID, check_response_format, format_response
 from asyncwebrl.web.walker import fill_placeholders
 

@@ -36,6 +36,19 @@ class PoolStats:
     retired: int = 0
 
 
+async def judge_trajectory(environment, trajectory: Trajectory) -> None:
+    """Score a finished episode in place (a crashed one is never judged; one whose context
+    would not close still is)."""
+    if trajectory.outcome == "crashed":
+        return
+    judgement = await environment.judge(trajectory.task, trajectory.answer, trajectory.episode_id,
+                                        trajectory.screenshot_keys())
+    trajectory.reward, trajectory.fact_results, trajectory.judge_note = (
+        judgement.reward, judgement.fact_results, judgement.note)
+    if judgement.blocked:   # an anti-bot page: counted apart, never scored
+        trajectory.outcome, trajectory.reward = "blocked", None
+
+
 class _Worker:
     """One browser slot. The browser object changes when it is replaced."""
 
@@ -159,13 +172,7 @@ class BrowserPool:
             site = self.environment.episode_site(task, episode_id)
             trajectory = await run_episode(browser, task, policy, site=site, store=self.store, settings=self.settings,
                                            episode_id=episode_id, group_id=group_id)
-            if trajectory.outcome != "crashed":  # (a context that would not close is still judged)
-                judgement = await self.environment.judge(task, trajectory.answer, episode_id,
-                                                         trajectory.screenshot_keys())
-                trajectory.reward, trajectory.fact_results, trajectory.judge_note = (
-                    judgement.reward, judgement.fact_results, judgement.note)
-                if judgement.blocked:   # an anti-bot page: counted apart, never scored
-                    trajectory.outcome, trajectory.reward = "blocked", None
+            await judge_trajectory(self.environment, trajectory)
             if trajectory.outcome == "crashed" or trajectory.error:
                 self.stats.crashed += trajectory.outcome == "crashed"
                 # Don't trust this browser with another episode (unless already replaced).
@@ -184,3 +191,22 @@ class BrowserPool:
         """Browser contexts open across all workers (for leak checks)."""
         return sum(len(b.contexts) for w in self.workers for b in [w.browser, *w.retiring]
                    if b is not None and b.is_connected())
+
+
+DRIVERS = ("chromium", "http")
+
+
+def make_pool(environment, *, store: ScreenshotStore, settings: EpisodeSettings, driver: str = "chromium",
+              concurrency: int = 4, pages_per_browser: int = 4, recycle_after: int = 200,
+              relaunch_every_episode: bool = False, executable_path: str = ""):
+    """The pool that runs `concurrency` episodes at once on browser.driver: Chromium
+    (pages_per_browser pages per browser) or the browser-free local web."""
+    if driver == "http":
+        from asyncwebrl.rollout.http_tab import HttpPool  # (it builds on this module)
+
+        return HttpPool(environment, store=store, settings=settings, concurrency=concurrency)
+    if driver != "chromium":
+        raise ValueError(f"browser.driver must be one of {DRIVERS}, got {driver!r}")
+    return BrowserPool(environment, store=store, settings=settings, workers=-(-concurrency // pages_per_browser),
+                       pages_per_browser=min(concurrency, pages_per_browser), recycle_after=recycle_after,
+                       relaunch_every_episode=relaunch_every_episode, executable_path=executable_path)

@@ -8,6 +8,10 @@
     user       the current screenshot, URL and title (and the element list in
                set-of-marks mode, and the last action's error, if any)
 
+Text observations (agent.observation = text | text+screenshot) show the current page
+as text instead of (or beside) its screenshot, cut at a token budget with a note saying
+where; earlier steps show their URL and title only, and the task is repeated last.
+
 Images appear as {"type": "image", "image": <screenshot key>}: the prompt carries keys,
 never pixels; the tokenizer/processor (model issue) fetches them from the store.
 """
@@ -17,15 +21,21 @@ from __future__ import annotations
 import dataclasses
 
 from asyncwebrl.records import Step, Task
-from asyncwebrl.rollout.page import Observation
+from typing import Callable
+
+from asyncwebrl.rollout.observation import Observation, check_observation
 from asyncwebrl.rollout.response import GRID, INTERACTIONS, TOOL_NAME, check_response_format, parse_response
+from asyncwebrl.web.page_text import cut_lines
 
 MEMORY_MODES = ("additive", "compressive")
 
 _TARGET = {
     "coordinates": f'"coordinate": [x, y] on a 0..{GRID} grid over the screenshot (0,0 top left, {GRID},{GRID} bottom right)',
     "set_of_marks": '"element_id": the number of a marked element (boxes drawn on the screenshot, listed under Elements)',
+    "text": '"element_id": the [number] of an element in the page text',
 }
+_SEEN = {"screenshot": "a screenshot of a browser page", "text": "a browser page as text",
+         "text+screenshot": "a browser page as text and as a screenshot"}
 
 _MEMORY_RULE = {
     "additive": ("Memory: a JSON object of facts worth remembering for this task, including what you see now. "
@@ -35,8 +45,9 @@ _MEMORY_RULE = {
 }
 
 
-def system_prompt(interaction: str, memory: str, response_format: str = "memory") -> str:
-    target = _TARGET[interaction]
+def system_prompt(interaction: str, memory: str, response_format: str = "memory",
+                  observation: str = "screenshot") -> str:
+    target = _TARGET["text" if observation != "screenshot" else interaction]
     tool_call = f'<tool_call>\n{{"name": "{TOOL_NAME}", "arguments": {{...}}}}\n</tool_call>'
     if check_response_format(response_format) == "action":
         answer = ["Respond with the tool call alone:", tool_call]
@@ -46,7 +57,7 @@ def system_prompt(interaction: str, memory: str, response_format: str = "memory"
                   "Intention: the key of the subtask this step works on.",
                   "Action: one short sentence describing the action.", tool_call]
     return "\n".join([
-        "You are a web agent. You see a screenshot of a browser page and act on it, one action per step, "
+        f"You are a web agent. You see {_SEEN[observation]} and act on it, one action per step, "
         "until you can answer the task.",
         "",
         f"Tool: {TOOL_NAME}. Its arguments name an action:",
@@ -78,26 +89,54 @@ def step_summary(step: Step) -> str:
 
 class PromptBuilder:
     def __init__(self, interaction: str, *, history: int = 1, memory: str = "additive", system_message: bool = True,
-                 response_format: str = "memory"):
+                 response_format: str = "memory", observation: str = "screenshot", text_budget: int = 0,
+                 count_tokens: Callable[[str], int] | None = None):
         """system_message=False leaves the constant instructions out: a model trained from
         scratch (the embedded default) cannot read them, and they would be ~1.1k tokens of
-        every prompt to prefill and train on."""
+        every prompt to prefill and train on.
+
+        Text observations: the page text is cut at `text_budget` tokens as `count_tokens`
+        counts them (the policy's tokenizer); 0 = never cut."""
         if interaction not in INTERACTIONS:
             raise ValueError(f"interaction must be one of {INTERACTIONS}, got {interaction!r}")
         if memory not in MEMORY_MODES:
             raise ValueError(f"memory must be one of {MEMORY_MODES}, got {memory!r}")
         if history < 0:
             raise ValueError("history must be >= 0")
+        self.observation = check_observation(observation)
+        if text_budget and count_tokens is None:
+            raise ValueError("a text budget needs the tokenizer's count_tokens")
         self.interaction, self.history, self.memory = interaction, history, memory
-        self.system = system_prompt(interaction, memory, response_format)
+        self.system = system_prompt(interaction, memory, response_format, observation)
         self.system_message = system_message
+        self.text_budget, self.count_tokens = text_budget, count_tokens
 
-    def _state(self, observation: Observation) -> str:
+    @property
+    def shows_screenshots(self) -> bool:
+        return self.observation != "text"
+
+    @property
+    def shows_text(self) -> bool:
+        return self.observation != "screenshot"
+
+    def page_text(self, observation: Observation) -> tuple[str, str]:
+        """The page text as shown (cut to the budget) and the note on the cut ("" if none)."""
+        lines = observation.text.split("\n") if observation.text else []
+        if not self.text_budget:
+            return "\n".join(lines), ""
+        return cut_lines(lines, self.text_budget, self.count_tokens)
+
+    def _state(self, task: Task, observation: Observation) -> str:
         lines = [f"Step {observation.step + 1}. URL: {observation.url}", f"Title: {observation.title}"]
-        if self.interaction == "set_of_marks":
+        if self.shows_text:
+            text, cut = self.page_text(observation)
+            lines += ["Page:", text or "(empty page)"] + ([cut] if cut else [])
+        elif self.interaction == "set_of_marks":
             lines += ["Elements:", observation.element_list() or "(none on screen)"]
         if observation.last_error:
             lines.append(f"The last action did not work: {observation.last_error}")
+        if self.shows_text:  # a long page pushes the task far back; small models read it best last
+            lines.append(f"Task: {task.task_name}")
         return "\n".join(lines)
 
     def build(self, task: Task, steps: list[Step], observation: Observation) -> Prompt:
@@ -112,13 +151,16 @@ class PromptBuilder:
         pending_text = [intro]  # goes at the head of the next user message
         for step in window:
             content = [{"type": "text", "text": t} for t in pending_text]
-            content += [{"type": "image", "image": step.screenshot_key},
-                        {"type": "text", "text": f"Step {step.index + 1}. URL: {step.url}\nTitle: {step.title}"}]
+            if self.shows_screenshots:
+                content.append({"type": "image", "image": step.screenshot_key})
+                image_keys.append(step.screenshot_key)
+            content.append({"type": "text", "text": f"Step {step.index + 1}. URL: {step.url}\nTitle: {step.title}"})
             messages += [{"role": "user", "content": content}, {"role": "assistant", "content": step.response}]
-            image_keys.append(step.screenshot_key)
             pending_text = []
         content = [{"type": "text", "text": t} for t in pending_text]
-        content += [{"type": "image", "image": observation.screenshot_key}, {"type": "text", "text": self._state(observation)}]
+        if self.shows_screenshots:
+            content.append({"type": "image", "image": observation.screenshot_key})
+            image_keys.append(observation.screenshot_key)
+        content.append({"type": "text", "text": self._state(task, observation)})
         messages.append({"role": "user", "content": content})
-        image_keys.append(observation.screenshot_key)
         return Prompt(messages, image_keys)

@@ -101,7 +101,7 @@ def make_engine(config, model: nnx.Module, processor: Processor, temperature: fl
 
 
 def make_model_policy(config, engine: Engine, processor: Processor, store: ScreenshotStore) -> ModelPolicy:
-    return ModelPolicy(engine, processor, store, prompt_builder(config), max_new_tokens=config.sampler.max_new_tokens)
+    return ModelPolicy(engine, processor, store, prompt_builder(config, processor), max_new_tokens=config.sampler.max_new_tokens)
 
 
 def make_learner(config, model: nnx.Module, mode: str) -> Learner:

@@ -16,7 +16,7 @@ import numpy as np
 
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.records import Step, Task
-from asyncwebrl.rollout.page import Observation
+from asyncwebrl.rollout.observation import Observation
 from asyncwebrl.rollout.policies import PolicyUnavailable, Reply
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore

@@ -37,7 +37,7 @@ from asyncwebrl.learner.learner import Learner
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.records import Trajectory
 from asyncwebrl.rollout.episode import EpisodeSettings
-from asyncwebrl.rollout.pool import BrowserPool
+from asyncwebrl.rollout.pool import make_pool
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.groups import Group, GroupBuffer
 from asyncwebrl.runtime.rows import episode_advantages, step_rows
@@ -61,6 +61,7 @@ class PoolSettings:
     pages_per_browser: int = 4
     recycle_after: int = 200
     executable_path: str = ""
+    driver: str = "chromium"           # chromium | http (the browser-free local web)
 
 
 @dataclasses.dataclass
@@ -238,12 +239,9 @@ class Orchestrator:
             except RuntimeError:   # the loop already closed
                 pass
 
-    def _browser_pool(self) -> BrowserPool:
-        p = self.pool_settings
-        return BrowserPool(self.environment, store=self.store, settings=self.episode,
-                           workers=-(-p.concurrency // p.pages_per_browser),
-                           pages_per_browser=min(p.concurrency, p.pages_per_browser),
-                           recycle_after=p.recycle_after, executable_path=p.executable_path)
+    def _browser_pool(self):
+        return make_pool(self.environment, store=self.store, settings=self.episode,
+                         **dataclasses.asdict(self.pool_settings))
 
     async def _collect(self) -> None:
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()

@@ -71,6 +71,8 @@ class RunDirectory:
             record = {"index": step.index, "url": step.url, "response": step.response, "action": step.action,
                       "action_error": step.action_error, "response_tokens": len(step.response_ids),
                       "versions": sorted(set(step.versions)), "point": step.point}
+            if step.page_text:
+                record["page_text"] = step.page_text
             if step.screenshot_key:
                 name = f"step_{step.index:02d}.png"
                 with open(os.path.join(folder, name), "wb") as f:

@@ -21,6 +21,7 @@ def episode_settings(config, phase: str) -> EpisodeSettings:
         timeout_s=config.browser.timeout_s,
         step_deadline_s=config.browser.step_deadline_s,
         step_limits=tuple(config.agent.train_step_limits if phase == "train" else config.agent.test_step_limits),
+        observation=config.agent.observation,
     )
 
 
@@ -36,18 +37,26 @@ def screenshot_store(config, purpose: str, host: int = 0) -> ScreenshotStore:
 def pool_arguments(config) -> dict:
     """run_tasks' browser-pool keywords."""
     return dict(concurrency=config.browser.pages, pages_per_browser=config.browser.pages_per_browser,
-                recycle_after=config.browser.recycle_after, executable_path=config.browser.executable_path)
+                recycle_after=config.browser.recycle_after, executable_path=config.browser.executable_path,
+                driver=config.browser.driver)
 
 
-def prompt_builder(config) -> PromptBuilder:
+def prompt_builder(config, processor) -> PromptBuilder:
+    """The prompts of the model (and of the teacher that writes its demonstrations);
+    page texts are cut at agent.text_budget tokens of the model's own tokenizer."""
     return PromptBuilder(config.agent.interaction, memory=config.agent.memory,
-                         system_message=config.agent.system_message, response_format=config.agent.response_format)
+                         system_message=config.agent.system_message, response_format=config.agent.response_format,
+                         observation=config.agent.observation, text_budget=config.agent.text_budget,
+                         count_tokens=lambda text: len(processor.encode_text(text)))
 
 
 def make_environment(config, web: LocalWeb, store: ScreenshotStore):
     """Where config.tasks.source's tasks run and how they are judged."""
+    if config.browser.driver == "http" and config.tasks.source != "local":
+        raise ValueError(f"browser.driver=http runs the local web only; tasks.source={config.tasks.source!r} "
+                         "needs browser.driver=chromium")
     if config.tasks.source == "local":
-        return LocalEnvironment(web)
+        return LocalEnvironment(web, browser_free=config.browser.driver == "http")
     if config.tasks.source == "miniwob":
         return MiniWobEnvironment(web, episode_seconds=config.miniwob.episode_seconds)
     if config.tasks.source == "webgym":

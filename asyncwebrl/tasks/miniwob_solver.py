@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from asyncwebrl.records import Step, Task
-from asyncwebrl.rollout.page import Element, Observation, pixels_to_grid
+from asyncwebrl.rollout.observation import Element, Observation, pixels_to_grid
 from asyncwebrl.rollout.policies import Reply
 from asyncwebrl.rollout.response import format_response
 

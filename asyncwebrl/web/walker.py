@@ -1,4 +1,4 @@
-"""Follow an oracle plan over plain HTTP, without a browser.
+"""Follow an oracle plan without a browser, on the browser-free page (web/http_page.py).
 
 A fast solvability check for every generated task: each move must find its element by
 data-oid on the current page, links are followed, typing fills a field and submits its
@@ -12,83 +12,18 @@ cover every task of many sites.
 from __future__ import annotations
 
 import dataclasses
-import html.parser
 import re
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 from typing import Any
 
 from asyncwebrl.records import Task
 from asyncwebrl.web.evaluator import Judgement, judge_local_episode, normalize_text, state_value
-from asyncwebrl.web.server import EPISODE_COOKIE, LocalWeb
+from asyncwebrl.web.http_page import HttpPage
+from asyncwebrl.web.page_text import Control
+from asyncwebrl.web.server import LOGICAL_ORIGIN, LocalWeb
 from asyncwebrl.web.site import Site, TaskDraft
 
 _PLACEHOLDER = re.compile(r"\{state:([^}]+)\}")
-
-
-@dataclasses.dataclass
-class Element:
-    tag: str
-    attrs: dict[str, str]
-    form: int | None  # index of the enclosing form
-    control: int | None = None  # for labels: index of the input they wrap or name
-
-
-@dataclasses.dataclass
-class Form:
-    method: str
-    action: str
-    fields: list[int] = dataclasses.field(default_factory=list)  # element indexes
-
-
-class _PageParser(html.parser.HTMLParser):
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.elements: list[Element] = []
-        self.forms: list[Form] = []
-        self._form: int | None = None
-        self._label: int | None = None
-        self._textarea: int | None = None
-        self._hidden_depth = 0  # inside <style>, <script> or <title>
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        attrs = {k: v or "" for k, v in attrs}
-        if tag in ("style", "script", "title"):
-            self._hidden_depth += 1
-        if tag == "form":
-            self.forms.append(Form(attrs.get("method", "get").upper(), attrs.get("action", "")))
-            self._form = len(self.forms) - 1
-        element = Element(tag, attrs, self._form)
-        self.elements.append(element)
-        index = len(self.elements) - 1
-        if tag in ("input", "textarea", "button") and self._form is not None:
-            self.forms[self._form].fields.append(index)
-        if tag == "label":
-            self._label = index
-        elif tag == "input" and self._label is not None and self.elements[self._label].control is None:
-            self.elements[self._label].control = index
-        if tag == "textarea":
-            element.attrs["value"] = ""
-            self._textarea = index
-
-    def handle_data(self, data):
-        if self._textarea is not None:
-            self.elements[self._textarea].attrs["value"] += data
-        elif not self._hidden_depth:
-            self.text.append(data)
-
-    def handle_endtag(self, tag):
-        if tag in ("style", "script", "title"):
-            self._hidden_depth -= 1
-        elif tag == "form":
-            self._form = None
-        elif tag == "label":
-            self._label = None
-        elif tag == "textarea":
-            self._textarea = None
 
 
 @dataclasses.dataclass
@@ -99,116 +34,58 @@ class WalkResult:
     episode_id: str
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):
-        return None
-
-
 class PlanWalker:
+    """Runs plan moves on an HttpPage; every move that does not go through raises."""
+
     def __init__(self, web: LocalWeb, episode_id: str):
-        self.web = web
-        self.episode_id = episode_id
-        self.opener = urllib.request.build_opener(_NoRedirect)
+        self.tab = HttpPage(web, episode_id)
         self.urls: list[str] = []
 
-    def load(self, url: str, method: str = "GET", body: bytes | None = None) -> None:
-        for _ in range(5):  # follow redirects ourselves (303 after POST -> GET)
-            request = urllib.request.Request(url, data=body, method=method,
-                                             headers={"Cookie": f"{EPISODE_COOKIE}={self.episode_id}"})
-            try:
-                with self.opener.open(request) as response:
-                    status, text = response.status, response.read().decode()
-            except urllib.error.HTTPError as error:
-                status, text = error.code, error.read().decode()
-                if status in (301, 302, 303, 307):
-                    url, method, body = urllib.parse.urljoin(url, error.headers["Location"]), "GET", None
-                    continue
-            if status != 200:
-                raise AssertionError(f"{method} {url} answered {status}")
-            self.url, self.urls = url, self.urls + [url]
-            parser = _PageParser()
-            parser.feed(text)
-            self.elements, self.forms = parser.elements, parser.forms
-            self.visible_text = normalize_text(" ".join(parser.text))
-            return
-        raise AssertionError(f"too many redirects from {url}")
+    def load(self, url: str) -> None:
+        self._check(self.tab.open(url), loaded=True)
 
-    def find(self, oid: str) -> int:
+    def _check(self, error: str, loaded: bool) -> None:
+        if error:
+            raise AssertionError(f"{error} (on {self.tab.url})")
+        if self.tab.status != 200:
+            raise AssertionError(f"{self.tab.url} answered {self.tab.status}")
+        if loaded:
+            self.urls.append(self.tab.url)
+
+    def find(self, oid: str) -> Control:
         """The element with this data-oid; there must be exactly one on the page."""
-        found = [i for i, element in enumerate(self.elements) if element.attrs.get("data-oid") == oid]
+        found = [c for c in self.tab.page.controls if c.oid == oid]
         if len(found) != 1:
-            raise AssertionError(f"{len(found)} elements with data-oid={oid!r} on {self.url}")
+            raise AssertionError(f"{len(found)} elements with data-oid={oid!r} on {self.tab.url}")
         return found[0]
 
     def check_on_screen(self, memory: dict[str, str]) -> None:
         """A noted fact must be readable on the page it is noted from: as a phrase, or
         (for composed notes such as "Title (Author, 1965)") word by word."""
-        words = set(self.visible_text.split())
+        visible = normalize_text(self.tab.page.text)
+        words = set(visible.split())
         for key, value in memory.items():
             phrase = normalize_text(value)
-            missing = [] if phrase in self.visible_text else [w for w in phrase.split() if w not in words]
+            missing = [] if phrase in visible else [w for w in phrase.split() if w not in words]
             if missing:
-                raise AssertionError(f"noted {key}={value!r} but {missing} is not on {self.url}")
-
-    def submit(self, form_index: int) -> None:
-        form = self.forms[form_index]
-        pairs = []
-        for index in form.fields:
-            element = self.elements[index]
-            kind = element.attrs.get("type", "text").lower()
-            name = element.attrs.get("name")
-            if not name or element.tag == "button" or kind in ("submit", "button"):
-                continue
-            if kind in ("radio", "checkbox") and "checked" not in element.attrs:
-                continue
-            pairs.append((name, element.attrs.get("value", "on" if kind in ("radio", "checkbox") else "")))
-        encoded = urllib.parse.urlencode(pairs)
-        action = urllib.parse.urljoin(self.url, form.action or self.url)
-        if form.method == "POST":
-            self.load(action, "POST", encoded.encode())
-        else:
-            self.load(action.split("?")[0] + "?" + encoded)
+                raise AssertionError(f"noted {key}={value!r} but {missing} is not on {self.tab.url}")
 
     def click(self, oid: str) -> None:
-        element = self.elements[self.find(oid)]
-        if element.tag == "a":
-            self.load(urllib.parse.urljoin(self.url, element.attrs["href"]))
-        elif element.tag == "label" or (element.tag == "input" and element.attrs.get("type") in ("radio", "checkbox")):
-            target = element if element.tag == "input" else self.elements[self._label_control(element)]
-            self._toggle(target)
-        elif element.tag == "button" or element.attrs.get("type") == "submit":
-            if element.form is None:
-                raise AssertionError(f"button {oid!r} is outside any form on {self.url}")
-            self.submit(element.form)
-        else:
-            raise AssertionError(f"clicking <{element.tag} data-oid={oid!r}> does nothing")
-
-    def _label_control(self, label: Element) -> int:
-        if label.control is not None:
-            return label.control
-        target_id = label.attrs.get("for")
-        for index, element in enumerate(self.elements):
-            if target_id and element.attrs.get("id") == target_id:
-                return index
-        raise AssertionError(f"label {label.attrs.get('data-oid')!r} controls no input")
-
-    def _toggle(self, target: Element) -> None:
-        if target.attrs.get("type") == "radio":
-            for element in self.elements:
-                if element.form == target.form and element.attrs.get("name") == target.attrs.get("name"):
-                    element.attrs.pop("checked", None)
-            target.attrs["checked"] = ""
-        elif "checked" in target.attrs:
-            del target.attrs["checked"]
-        else:
-            target.attrs["checked"] = ""
+        control = self.find(oid)
+        before = self.tab.requests
+        error = self.tab.click(control)
+        loaded = self.tab.requests > before
+        if not (error or loaded or control.tag == "label" or control.type in ("radio", "checkbox")):
+            raise AssertionError(f"clicking <{control.tag} data-oid={oid!r}> does nothing on {self.tab.url}")
+        self._check(error, loaded)
 
     def type(self, oid: str, text: str) -> None:
-        element = self.elements[self.find(oid)]
-        if element.tag not in ("input", "textarea") or element.form is None:
-            raise AssertionError(f"cannot type into <{element.tag} data-oid={oid!r}> on {self.url}")
-        element.attrs["value"] = text
-        self.submit(element.form)  # Enter submits the form
+        control = self.find(oid)
+        if control.form is None:
+            raise AssertionError(f"cannot type into <{control.tag} data-oid={oid!r}> outside a form on {self.tab.url}")
+        before = self.tab.requests
+        error = self.tab.type(control, text)
+        self._check(error, self.tab.requests > before)
 
 
 def fill_placeholders(text: str, session: dict[str, Any]) -> str:
@@ -218,12 +95,12 @@ def fill_placeholders(text: str, session: dict[str, Any]) -> str:
 
 def walk_plan(web: LocalWeb, site: Site, draft: TaskDraft) -> WalkResult:
     """Run a draft's plan from its start page; raise AssertionError where it breaks."""
-    return _walk(web, site, draft.plan, web.origin + site.base_path + draft.start_path)
+    return _walk(web, site, draft.plan, LOGICAL_ORIGIN + site.base_path + draft.start_path)
 
 
 def walk_task(web: LocalWeb, task: Task) -> WalkResult:
     """The same for a generated task (its plan and start page come from the task row)."""
-    return _walk(web, web.site(task.local["site"]), task.local["oracle"], web.browser_url(task.website))
+    return _walk(web, web.site(task.local["site"]), task.local["oracle"], task.website)
 
 
 def _walk(web: LocalWeb, site: Site, plan: list[dict], start_url: str) -> WalkResult:

@@ -1,0 +1,185 @@
+"""The page as text (web/page_text.py) and the browser-free driver (web/http_page.py,
+rollout/http_tab.py): exact text lines, state changes, and episodes on the local web."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from asyncwebrl.records import LEVELS
+from asyncwebrl.rollout.environment import LocalEnvironment
+from asyncwebrl.rollout.episode import EpisodeSettings
+from asyncwebrl.rollout.http_tab import HttpPool
+from asyncwebrl.rollout.observation import Observation
+from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
+from asyncwebrl.rollout.prompts import PromptBuilder
+from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.runtime.evaluate import run_tasks, summarize
+from asyncwebrl.web.http_page import HttpPage
+from asyncwebrl.web.page_text import cut_lines, parse_page
+from asyncwebrl.web.server import LOGICAL_ORIGIN, LocalWeb
+from asyncwebrl.web.tasks import generate_tasks, select_balanced
+
+TEXT = EpisodeSettings(interaction="set_of_marks", observation="text", phase="test", step_limits=(6, 10, 14))
+
+PAGE = """<!doctype html><html><head><title>Shop &amp; more</title><style>p {color: red}</style>
+<script>var x = "<p>not text</p>";</script></head><body>
+<header><a href="/s/" data-oid="home">Home</a><form action="/s/search"><input type="search" name="q"
+ placeholder="Search products" value="kettle"> <button type="submit">Go</button></form></header>
+<main><h1>Kettles</h1><p>Two   kettles
+ in stock.</p><table><tr><th>Name</th><th>Price</th></tr>
+<tr><td><a href="/s/p/1">Granite &quot;S26&quot; kettle</a></td><td>$19.99</td></tr></table>
+<form method="post" action="/s/order"><input type="hidden" name="code" value="K1">
+<label for="qty">Quantity</label><input id="qty" name="qty" value="1">
+<label data-oid="terms"><input type="checkbox" name="terms"> Accept the terms</label>
+<label><input type="radio" name="ship" value="fast" checked> Fast</label>
+<label><input type="radio" name="ship" value="slow"> Slow</label>
+<div hidden><a href="/s/secret">Secret</a></div><span style="display: none">gone</span>
+<input type="submit" value="Order"></form><ul><li>Free returns</li><li>Ships in 2 days</li></ul></main></body></html>"""
+
+
+def test_page_text_lines_in_reading_order():
+    page = parse_page(PAGE)
+    assert page.title == "Shop & more"
+    assert page.lines == [
+        '[1] link "Home"',
+        '[2] textbox "Search products" value="kettle"',
+        '[3] button "Go"',
+        "# Kettles",
+        "Two kettles in stock.",
+        "Name | Price",
+        '[4] link "Granite \\"S26\\" kettle"',
+        "| $19.99",
+        "Quantity",
+        '[5] textbox "Quantity" value="1"',
+        '[6] checkbox "Accept the terms" checked=false',
+        '[7] radio "Fast" checked=true',
+        '[8] radio "Slow" checked=false',
+        '[9] button "Order"',
+        "Free returns",
+        "Ships in 2 days",
+    ]
+    assert [e.id for e in page.elements] == list(range(1, 10))
+    assert page.elements[5].oid == "terms"
+    # the hidden input still goes with its form; nothing hidden is listed
+    assert [page.controls[i].attrs.get("name") for i in page.forms[1].fields] == ["code", "qty", "terms", "ship",
+                                                                                   "ship", None]
+
+
+def test_text_follows_toggles_and_typing():
+    page = parse_page(PAGE)
+    terms, slow, quantity = page.elements[5], page.elements[7], page.elements[4]
+    terms.state.attrs["checked"] = ""
+    quantity.state.attrs["value"] = "3"
+    assert '[6] checkbox "Accept the terms" checked=true' in page.lines
+    assert '[5] textbox "Quantity" value="3"' in page.lines
+    assert slow.checked is False
+
+
+def test_cut_lines_marks_the_cut_and_says_where():
+    lines = [f'[{i}] link "item {i}"' for i in range(1, 41)]
+    text, note = cut_lines(lines, budget=100, count_tokens=len)
+    shown = text.split("\n")
+    assert shown[-1].startswith("[... page cut here: ") and "more lines not shown" in shown[-1]
+    kept = len(shown) - 1
+    assert sum(len(line) + 1 for line in shown[:-1]) <= 100 < sum(len(line) + 1 for line in lines[:kept + 1])
+    assert note == f"The page text was cut at 100 tokens, after element [{kept}] (line {kept} of 40)."
+    assert cut_lines(lines[:2], budget=100, count_tokens=len) == ("\n".join(lines[:2]), "")
+
+
+def test_http_page_forms_history_and_sandbox():
+    web = LocalWeb()   # in process: the server never starts
+    tab = HttpPage(web, "episode-1")
+    site = web.site("forms-v1-s01")
+    assert tab.open(f"{LOGICAL_ORIGIN}{site.base_path}/newsletter") == ""
+    assert tab.status == 200 and tab.url.endswith("/newsletter")
+    assert tab.open("http://127.0.0.1:1/").startswith("navigation blocked")
+    before = tab.url
+    link = next(e for e in tab.page.elements if e.role == "link" and e.label)
+    assert tab.click(link.control) == "" and tab.url != before
+    assert tab.go_back() == "" and tab.url == before
+    assert tab.go_back() == "no previous page"
+
+
+def test_http_oracle_solves_every_task_of_many_sites():
+    """Every test task, and a slice of training tasks, through the agent's own actions."""
+    tasks = generate_tasks("test", 6) + generate_tasks("train", 2)
+    web = LocalWeb()
+    trajectories, _ = asyncio.run(run_tasks(tasks, OraclePolicy(web.session, "action"),
+                                            LocalEnvironment(web, browser_free=True), TEXT, driver="http",
+                                            concurrency=32, progress=None))
+    failed = [t.task.task_id for t in trajectories if not t.success]
+    assert not failed, f"{len(failed)} of {len(tasks)} oracle episodes failed: {failed[:5]}"
+    assert all(step.page_text and not step.screenshot_key for t in trajectories for step in t.steps)
+    assert {t.task.level for t in trajectories} == set(LEVELS)
+
+
+def test_http_random_policy_rarely_succeeds():
+    tasks = select_balanced(generate_tasks("test", 6), 120, seed=3)
+    web = LocalWeb()
+    trajectories, _ = asyncio.run(run_tasks(tasks, RandomPolicy(seed=0), LocalEnvironment(web, browser_free=True),
+                                            TEXT, driver="http", concurrency=32, progress=None))
+    summary = summarize(trajectories)
+    assert summary["episodes"] == 120 and summary["success_rate"] < 0.10
+
+
+def test_http_driver_refuses_what_needs_layout():
+    with pytest.raises(ValueError, match="set_of_marks"):
+        EpisodeSettings(interaction="coordinates", observation="text")
+    with pytest.raises(ValueError, match="agent.observation must be 'text'"):
+        HttpPool(LocalEnvironment(LocalWeb(), browser_free=True), store=ScreenshotStore(),
+                 settings=EpisodeSettings(interaction="set_of_marks"))
+
+
+def test_text_prompt_shows_the_page_and_repeats_the_task():
+    task = generate_tasks("test", 1)[0]
+    web = LocalWeb()
+    trajectories, _ = asyncio.run(run_tasks([task], OraclePolicy(web.session, "action"),
+                                            LocalEnvironment(web, browser_free=True), TEXT, driver="http",
+                                            progress=None))
+    (trajectory,) = trajectories
+    builder = PromptBuilder("set_of_marks", observation="text", system_message=False, response_format="action",
+                            text_budget=40, count_tokens=len)
+    step = trajectory.steps[1]
+    observation = Observation(url=step.url, title=step.title, screenshot_key="", elements=[], scroll_y=0,
+                              page_height=0, viewport=(1280, 720), step=1, text=step.page_text)
+    prompt = builder.build(task, trajectory.steps[:1], observation)
+    assert prompt.image_keys == []
+    last = prompt.messages[-1]["content"][-1]["text"]
+    assert "Page:\n" in last and "[... page cut here:" in last and "The page text was cut at 40 tokens" in last
+    assert last.endswith(f"Task: {task.task_name}")
+    assert prompt.messages[-2] == {"role": "assistant", "content": trajectory.steps[0].response}
+
+
+def parity_sample() -> list:
+    """Held-out tasks covering the four site kinds and the three levels."""
+    chosen: dict = {}
+    for task in generate_tasks("test", 2):
+        chosen.setdefault((task.local["site"].split("-")[0], task.level), task)
+    return [chosen[key] for key in sorted(chosen)][::2]   # 6 of the 12 pairs, every kind and level
+
+
+def test_chromium_and_http_show_the_same_text_and_agree_on_outcomes():
+    tasks = parity_sample()
+    assert {t.local["site"].split("-")[0] for t in tasks} == {"shop", "directory", "reference", "forms"}
+    assert {t.level for t in tasks} == set(LEVELS)
+    runs = {}
+    with LocalWeb() as web:
+        for driver in ("chromium", "http"):
+            settings = EpisodeSettings(interaction="set_of_marks", observation="text", phase="test",
+                                       step_limits=(6, 10, 14))
+            runs[driver], _ = asyncio.run(run_tasks(
+                tasks, OraclePolicy(web.session, "action"), LocalEnvironment(web, browser_free=driver == "http"),
+                settings, driver=driver, progress=None))
+        shot, _ = asyncio.run(run_tasks(  # text+screenshot: the same text, and screenshots with the same ids
+            tasks[:1], OraclePolicy(web.session, "action"), LocalEnvironment(web),
+            EpisodeSettings(interaction="set_of_marks", observation="text+screenshot", phase="test"),
+            free_screenshots=True, progress=None))
+    for chromium, http in zip(runs["chromium"], runs["http"]):
+        assert (chromium.outcome, chromium.reward) == (http.outcome, http.reward) == ("answered", 1.0), \
+            chromium.task.task_id
+        assert [s.page_text for s in chromium.steps] == [s.page_text for s in http.steps], chromium.task.task_id
+        assert [s.action for s in chromium.steps] == [s.action for s in http.steps]
+    assert shot[0].success and [s.page_text for s in shot[0].steps] == [s.page_text for s in runs["http"][0].steps]
+    assert all(s.screenshot_key for s in shot[0].steps)
