@@ -2,7 +2,9 @@
 
 Counting follows WebGym's convention (DESIGN.md §4): `episodes` are finished episodes
 with a known reward; crashed, blocked and unknown-reward episodes are excluded from the
-success rate and counted in their own fields.
+success rate and counted in their own fields. A success rate over no scored episodes (an
+evaluation where every episode crashed, a level with no tasks) is None (null in
+eval.json), never 0.0.
 """
 
 from __future__ import annotations
@@ -65,6 +67,15 @@ def _mean(values: list[float]) -> float | None:
     return round(statistics.fmean(values), 3) if values else None
 
 
+def _success_rate(scored: list[Trajectory]) -> float | None:
+    """None when no episode could be scored: "no data" must not read as 0% (a real 0% is 0.0)."""
+    return _mean([float(t.success) for t in scored])
+
+
+def _percent(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.1%}"
+
+
 def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None) -> dict:
     """The eval.json fields of DESIGN.md §4 (plus timing)."""
     scored = [t for t in trajectories if t.outcome in SCORED_OUTCOMES and t.reward is not None]
@@ -73,7 +84,7 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
         level_scored = [t for t in scored if t.task.level == level]
         by_difficulty[level] = {
             "episodes": len(level_scored),
-            "success_rate": _mean([float(t.success) for t in level_scored]) or 0.0,
+            "success_rate": _success_rate(level_scored),
         }
     by_family: dict[str, list[Trajectory]] = {}   # subdomain: a MiniWoB++ page, a WebGym subdomain
     for t in scored:
@@ -81,9 +92,9 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
     steps = [s for t in scored for s in t.steps]
     summary = {
         "episodes": len(scored),
-        "success_rate": _mean([float(t.success) for t in scored]) or 0.0,
+        "success_rate": _success_rate(scored),
         "by_difficulty": by_difficulty,
-        "by_family": {name: {"episodes": len(ts), "success_rate": _mean([float(t.success) for t in ts])}
+        "by_family": {name: {"episodes": len(ts), "success_rate": _success_rate(ts)}
                       for name, ts in sorted(by_family.items())},
         "crashed": sum(t.outcome == "crashed" for t in trajectories),
         "blocked": sum(t.outcome == "blocked" for t in trajectories),
@@ -101,17 +112,18 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
 
 
 def format_table(summary: dict, *, families: bool = False) -> str:
-    """Success by difficulty (and by task family: MiniWoB++ pages) with the counts."""
+    """Success by difficulty (and by task family: MiniWoB++ pages) with the counts; "-" where
+    no episode was scored."""
     lines = [f"{'difficulty':<10} {'episodes':>8} {'success':>8}"]
     for level in LEVELS:
         row = summary["by_difficulty"][level]
-        lines.append(f"{level:<10} {row['episodes']:>8} {row['success_rate']:>8.1%}")
+        lines.append(f"{level:<10} {row['episodes']:>8} {_percent(row['success_rate']):>8}")
     if families:
         width = max([len(name) for name in summary["by_family"]] + [10])
         lines.append(f"{'family':<{width}} {'episodes':>8} {'success':>8}")
         for name, row in summary["by_family"].items():
-            lines.append(f"{name:<{width}} {row['episodes']:>8} {row['success_rate']:>8.1%}")
-    lines.append(f"{'overall':<10} {summary['episodes']:>8} {summary['success_rate']:>8.1%}")
+            lines.append(f"{name:<{width}} {row['episodes']:>8} {_percent(row['success_rate']):>8}")
+    lines.append(f"{'overall':<10} {summary['episodes']:>8} {_percent(summary['success_rate']):>8}")
     extras = {k: summary.get(k) for k in ("crashed", "blocked", "unknown_reward", "mean_steps_success",
                                           "mean_steps_failure", "action_errors", "wall_seconds", "steps_per_second")}
     lines.append("  ".join(f"{k}={v}" for k, v in extras.items() if v is not None))

@@ -168,10 +168,10 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None) 
         "tokens_per_step": _rounded(last.get("tokens_per_step"), 1),
     }
     print("[summary] held-out success before -> after RL: "
-          f"{summary['success_before']} -> {summary['success_after']}")
+          f"{_shown(summary['success_before'])} -> {_shown(summary['success_after'])}")
     for level, row in after.get("by_difficulty", {}).items():
         was = before.get("by_difficulty", {}).get(level, {}).get("success_rate")
-        print(f"[summary]   {level}: {was} -> {row['success_rate']}")
+        print(f"[summary]   {level}: {_shown(was)} -> {_shown(row['success_rate'])}")
     print(f"[summary] {summary['updates']} updates, {summary['episodes']} episodes, "
           f"{summary['trajectories_per_hour']} trajectories/h, staleness mean {summary['staleness_mean']} "
           f"max {summary['staleness_max']}, {summary['steps_per_episode']} steps/episode, "
@@ -314,3 +314,8 @@ def _rounded(value, digits: int) -> float | None:
 
 def _mean(values) -> float | None:
     return float(np.mean(values)) if values else None
+
+
+def _shown(rate: float | None) -> str:
+    """A success rate for the log; "-" where nothing was scored (or no evaluation ran)."""
+    return "-" if rate is None else str(rate)
