@@ -20,15 +20,16 @@ import time
 from asyncwebrl.records import LEVELS, SCORED_OUTCOMES, Task, Trajectory
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import Policy
-from asyncwebrl.rollout.pool import BrowserPool
+from asyncwebrl.rollout.pool import make_pool
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 
 
 async def run_tasks(tasks: list[Task], policy: Policy, environment, settings: EpisodeSettings, *,
                     concurrency: int = 4, pages_per_browser: int = 4, recycle_after: int = 200,
-                    executable_path: str = "", store: ScreenshotStore | None = None, free_screenshots: bool = True,
+                    executable_path: str = "", driver: str = "chromium", store: ScreenshotStore | None = None,
+                    free_screenshots: bool = True,
                     progress=sys.stderr, label: str = "eval") -> tuple[list[Trajectory], float]:
-    """One episode per task on the browser pool, in `environment` (LocalEnvironment(web),
+    """One episode per task on the browser pool (or the browser-free one), in `environment` (LocalEnvironment(web),
     or WebGymEnvironment); returns the trajectories (in task order) and wall seconds. Screenshots are freed as soon as an episode is judged, unless
     free_screenshots is False (the caller then frees them). Pass `store` when the policy
     reads screenshots too (the model policy does)."""
@@ -37,9 +38,8 @@ async def run_tasks(tasks: list[Task], policy: Policy, environment, settings: Ep
     interactive = bool(progress) and progress.isatty()  # a live line on a terminal, every 10% in logs
     store = store if store is not None else ScreenshotStore()
     results: list[Trajectory | None] = [None] * len(tasks)
-    pool = BrowserPool(environment, store=store, settings=settings,
-                       workers=-(-concurrency // pages_per_browser), pages_per_browser=min(concurrency, pages_per_browser),
-                       recycle_after=recycle_after, executable_path=executable_path)
+    pool = make_pool(environment, store=store, settings=settings, driver=driver, concurrency=concurrency,
+                     pages_per_browser=pages_per_browser, recycle_after=recycle_after, executable_path=executable_path)
 
     async def run_one(index: int, task: Task) -> None:
         nonlocal done
