@@ -1,24 +1,22 @@
-"""How far supervised steps on oracle demonstrations take the tiny model, on held-out sites.
+"""The warm start the project trains itself: fresh oracle demonstrations -> the embedded
+model, checked on held-out sites as it goes, written as a Hugging Face checkpoint.
 
-    # 1. on a machine with Chromium: demonstrations -> a rows file (text only, ~5 MB)
-    .venv/bin/python benchmarks/warm_start.py collect --train-tasks 200 --test-tasks 72 --rows runs/demo_rows.pkl
-    # 2. anywhere (a GPU makes thousands of steps cheap): supervised steps, exact match by action
-    python3 benchmarks/warm_start.py train --rows runs/demo_rows.pkl --learning-rate 3e-3 --rows-per-step 16 \
-        --steps 3000 --every 250
+    python3 benchmarks/warm_start.py --minutes 8 --workers 14 --out runs/warm_start   # one H200 + 16 cores
+    .venv/bin/python benchmarks/warm_start.py --minutes 30 --workers 1 --out runs/warm_start   # 2 CPU cores
 
-`collect` runs the oracle through the embedded default's prompt format (configs/default.py)
-on training and held-out (test) sites and keeps the solved episodes' step rows. It also
-reports how many solved tasks could be answered from the text the prompts show: every
-rubric fact appears somewhere in the episode's prompts (task, element lists, history).
-The rows keep their text only: screenshots are dropped with their placeholder tokens,
-which isolates what the model can learn from the text observation (at <= 64 image tokens
-a 1280x720 page's text is not legible to it anyway), and keeps the file small enough to
-carry to an accelerator without a browser.
+Worker processes run the teacher (the oracle through the model's own prompts: text
+observations, element ids, configs/warm_start.py) on the browser-free driver, each on
+its own endless sequence of fresh training sites (never a test site), and send the
+successful episodes' step rows to the trainer. The trainer takes `sft.rows_per_step`
+rows per supervised step (masked cross-entropy on the oracle's responses, the learner in
+"sft" mode) from the newest rows (a bounded buffer: rows are reused only while the
+workers fall behind; the log says how often).
 
-`train` runs the warm start's supervised steps (the learner in "sft" mode) from random
-weights and, every --every steps, the teacher-forced greedy exact match of whole responses
-on 120 held-out and 120 training rows, by action: a row counts only if greedy decoding would
-reproduce the oracle's response token for token.
+Every `--probe-every` steps: teacher-forced greedy exact match of whole responses on
+held-out rows, by action (left_click / type / answer). At the end (and every
+`--eval-every` steps): closed-loop success on `--eval-tasks` held-out test tasks (the
+model acting greedily through the sampler engine, browser-free), by level. The model
+and its tokenizer go to OUT/checkpoint (save_pretrained), the log to OUT/log.jsonl.
 """
 
 from __future__ import annotations
@@ -26,8 +24,9 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import multiprocessing
 import os
-import pickle
+import queue
 import random
 import sys
 import time
@@ -36,140 +35,236 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
-from configs import default  # noqa: E402
-from asyncwebrl.learner.packing import PackingShape, StepRow, pack  # noqa: E402
-from asyncwebrl.runtime.build import build_model, make_learner  # noqa: E402
-
-SPLITS = {"train": "train_sites_per_variant", "test": "test_sites_per_variant"}
-PROBE_ROWS = 120
 ACTIONS = ("left_click", "type", "answer")
+SITES_PER_CHUNK = 8  # one seed: every kind and training variant
 
 
-def collect(args) -> None:
+def make_config(args):
+    from configs import warm_start
+
+    config = warm_start.get_config()
+    config.seed = args.seed
+    config.sft.learning_rate, config.sft.rows_per_step, config.sft.steps = args.learning_rate, args.rows_per_step, args.steps
+    config.model.preset, config.model.tokenizer = args.preset, args.tokenizer
+    if args.bf16:
+        config.model.dtype = "bfloat16"
+    return config
+
+
+# ---------------------------------------------------------------- the workers
+
+
+def produce(index: int, workers: int, rows_out, stop, args) -> None:
+    """Demonstrations on fresh training sites, seed index, index + workers, ... (each seed:
+    every kind and training variant), until told to stop."""
+    from asyncwebrl.model.tokenizer import Processor
+    from asyncwebrl.rollout.screenshots import ScreenshotStore
+    from asyncwebrl.runtime.demonstrations import demonstrate, site_tasks, training_site_ids
+    from asyncwebrl.web.server import LocalWeb
+
+    config = make_config(args)
+    processor = Processor.from_pretrained(config.model.tokenizer) if config.model.tokenizer else Processor.embedded()
+    store, rng = ScreenshotStore(), random.Random(f"warm-start:{args.seed}:{index}")
+    seed = args.first_seed + index
+    while not stop.is_set():
+        sites = training_site_ids(SITES_PER_CHUNK, seed)
+        tasks = [t for site in sites for t in site_tasks(site, args.tasks_per_site, rng)]
+        # a LocalWeb per chunk: it keeps every site it has served, and these are never seen again
+        trajectories, _ = demonstrate(config, LocalWeb(), processor, store, tasks, progress=None)
+        rows = [(np.asarray(s.prompt_ids, np.int32), np.asarray(s.response_ids, np.int32))
+                for t in trajectories if t.success for s in t.steps]
+        rows_out.put((len(sites), rows))
+        seed += workers
+
+
+def held_out_rows(config, processor, count: int):
+    """Step rows of the oracle on held-out (test) sites: for measuring, never for training."""
+    from asyncwebrl.rollout.screenshots import ScreenshotStore
     from asyncwebrl.runtime.demonstrations import demonstrate
-    from asyncwebrl.runtime.rows import step_rows
-    from asyncwebrl.runtime.settings import screenshot_store
     from asyncwebrl.web.server import LocalWeb
     from asyncwebrl.web.tasks import generate_tasks
 
-    config = default.get_config()
-    _, processor = build_model(config)
-    vision_ids = {processor.special.vision_start, processor.special.vision_end, processor.special.image_pad,
-                  processor.special.video_pad}
-    wanted = {"train": args.train_tasks, "test": args.test_tasks}
-    result = {}
-    with LocalWeb() as web:
-        for split, sites in SPLITS.items():
-            tasks = generate_tasks(split, config.tasks[sites])
-            tasks = random.Random(config.seed).sample(tasks, min(wanted[split], len(tasks)))
-            store = screenshot_store(config, f"demonstrations-{split}")
-            episodes, seconds = demonstrate(config, web, processor, store, tasks, phase=split, label=split)
-            solved = [t for t in episodes if t.success]
-            rows = step_rows(solved, np.zeros(len(solved)), store, processor)
-            store.free([k for t in episodes for k in t.screenshot_keys()])
-            result[split] = [{"prompt": np.asarray([i for i in r.prompt_ids if i not in vision_ids], np.int32),
-                              "response": r.response_ids} for r in rows]
-            readable = collections.Counter(t.task.task_id.split("-")[0] for t in solved
-                                           if facts_in_text(t, processor))
-            print(json.dumps({"split": split, "tasks": len(tasks), "solved": len(solved), "rows": len(rows),
-                              "answerable_from_text": sum(readable.values()), "by_site_kind": dict(readable),
-                              "seconds": round(seconds)}), flush=True)
-    os.makedirs(os.path.dirname(os.path.abspath(args.rows)), exist_ok=True)
-    with open(args.rows, "wb") as f:
-        pickle.dump(result, f)
+    tasks = random.Random(0).sample(generate_tasks("test", 6), 120)
+    trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore(), tasks, phase="test", progress=None)
+    rows = [(np.asarray(s.prompt_ids, np.int32), np.asarray(s.response_ids, np.int32))
+            for t in trajectories if t.success for s in t.steps
+            if len(s.prompt_ids) + len(s.response_ids) <= config.learner.row_length]
+    return random.Random(1).sample(rows, min(count, len(rows)))
 
 
-def facts_in_text(trajectory, processor) -> bool:
-    """Every rubric fact of the task appears in some prompt of the episode (as text). A
-    fact without a value (a form's confirmation code, known only once the form is sent)
-    counts as not shown: the code appears in the page's text, never in an element list."""
-    shown = " ".join(processor.decode(step.prompt_ids, skip_special_tokens=True) for step in trajectory.steps)
-    facts = [str(fact) for group in trajectory.task.evaluator_reference for fact in group["facts"]]
-    return all(fact and fact in shown for fact in facts)
+# ---------------------------------------------------------------- the trainer
 
 
-def train(args) -> None:
-    import jax
-    import jax.numpy as jnp
-    from flax import nnx
+def step_row(prompt, response, processor):
+    from asyncwebrl.learner.packing import StepRow
 
-    config = default.get_config()
-    with open(args.rows, "rb") as f:
-        data = pickle.load(f)
-    config.sampler.capacity = config.learner.row_length = args.row_length
-    config.learner.rows_per_microbatch = args.rows_per_microbatch
-    config.sft.learning_rate, config.sft.steps, config.sft.rows_per_step = args.learning_rate, args.steps, args.rows_per_step
-    model, processor = build_model(config)
-    learner = make_learner(config, model, "sft")
-    train_rows, test_rows = (text_rows(data[split], processor) for split in SPLITS)
-    pick = np.random.default_rng(1)
-    probes = {split: [rows[i] for i in pick.choice(len(rows), min(PROBE_ROWS, len(rows)), replace=False)]
-              for split, rows in (("test", test_rows), ("train", train_rows))}
-    one_row = PackingShape(**{**vars(learner.settings.packing), "rows_per_microbatch": 1})
-    packed = {split: [(action_of(r, processor), pack([r], one_row, learner.config)[0]) for r in rows]
-              for split, rows in probes.items()}
-
-    @jax.jit
-    def greedy(params, inputs):
-        model = nnx.merge(learner.graphdef, params)
-        hidden, _ = model.hidden_states(inputs)
-        return jnp.argmax(model.logits(hidden), -1)
-
-    def exact_match() -> dict:
-        result = {}
-        for split, pairs in packed.items():
-            hits = collections.defaultdict(list)
-            for action, microbatch in pairs:
-                predicted = np.asarray(greedy(learner.state.params, microbatch.inputs))
-                mask = microbatch.loss_mask > 0
-                hits[action].append(bool((predicted[mask] == microbatch.targets[mask]).all()))
-            result[split] = {action: f"{sum(v)}/{len(v)}" for action, v in sorted(hits.items())}
-        return result
-
-    print(json.dumps({"train_rows": len(train_rows), "test_rows": len(test_rows), "device": str(jax.devices()[0]),
-                      **{k: v for k, v in vars(args).items() if k != "func"}}), flush=True)
-    rng = np.random.default_rng(config.seed)
-    started = time.perf_counter()
-    for step in range(1, args.steps + 1):
-        batch = [train_rows[i] for i in rng.choice(len(train_rows), args.rows_per_step, replace=False)]
-        measured = learner.update(batch)
-        if step % args.every == 0 or step == args.steps:
-            print(json.dumps({"step": step, "nll": round(measured["nll"], 3),
-                              "seconds": round(time.perf_counter() - started), **exact_match()}), flush=True)
+    return StepRow(prompt_ids=prompt, response_ids=response,
+                   pixel_values=np.zeros((0, processor.still_patch_dim), np.uint8),
+                   image_grid_thw=np.zeros((0, 3), np.int64), behave_logprobs=np.zeros(len(response), np.float32),
+                   versions=np.zeros(len(response), np.int32), advantage=0.0)
 
 
-def text_rows(rows: list[dict], processor) -> list[StepRow]:
-    patch_dim = processor.still_patch_dim
-    return [StepRow(prompt_ids=r["prompt"], response_ids=np.asarray(r["response"], np.int32),
-                    pixel_values=np.zeros((0, patch_dim), np.uint8), image_grid_thw=np.zeros((0, 3), np.int64),
-                    behave_logprobs=np.zeros(len(r["response"]), np.float32),
-                    versions=np.zeros(len(r["response"]), np.int32), advantage=0.0) for r in rows]
-
-
-def action_of(row: StepRow, processor) -> str:
-    text = processor.decode(row.response_ids)
+def action_of(response, processor) -> str:
+    text = processor.decode(response)
     return next((action for action in ACTIONS if f'{action}"' in text), "other")
+
+
+class Probe:
+    """Teacher-forced greedy exact match on held-out rows, by action."""
+
+    def __init__(self, learner, rows, processor):
+        import jax
+        import jax.numpy as jnp
+        from flax import nnx
+
+        from asyncwebrl.learner.packing import PackingShape, pack
+
+        self.learner = learner
+        one_row = PackingShape(**{**vars(learner.settings.packing), "rows_per_microbatch": 1})
+        self.packed = [(action_of(r, processor), pack([step_row(p, r, processor)], one_row, learner.config)[0])
+                       for p, r in rows]
+
+        @jax.jit
+        def greedy(params, inputs):
+            model = nnx.merge(learner.graphdef, params)
+            hidden, _ = model.hidden_states(inputs)
+            return jnp.argmax(model.logits(hidden), -1)
+
+        self.greedy = greedy
+
+    def __call__(self) -> dict:
+        hits = collections.defaultdict(list)
+        for action, microbatch in self.packed:
+            predicted = np.asarray(self.greedy(self.learner.state.params, microbatch.inputs))
+            mask = microbatch.loss_mask > 0
+            hits[action].append(bool((predicted[mask] == microbatch.targets[mask]).all()))
+        return {action: round(float(np.mean(v)), 3) for action, v in sorted(hits.items())} | \
+            {"all": round(float(np.mean([h for v in hits.values() for h in v])), 3)}
+
+
+def closed_loop(config, engine, processor, tasks) -> dict:
+    """The model acting greedily on held-out tasks (browser-free): success by level."""
+    import asyncio
+
+    from asyncwebrl.rollout.environment import LocalEnvironment
+    from asyncwebrl.rollout.screenshots import ScreenshotStore
+    from asyncwebrl.runtime.build import make_model_policy
+    from asyncwebrl.runtime.evaluate import run_tasks, summarize
+    from asyncwebrl.runtime.settings import episode_settings, pool_arguments
+    from asyncwebrl.web.server import LocalWeb
+
+    store, web = ScreenshotStore(), LocalWeb()
+    policy = make_model_policy(config, engine, processor, store)
+    trajectories, wall = asyncio.run(run_tasks(tasks, policy, LocalEnvironment(web, browser_free=True),
+                                               episode_settings(config, "test"), store=store, progress=None,
+                                               **pool_arguments(config)))
+    summary = summarize(trajectories, wall)
+    return {"success": summary["success_rate"], "episodes": summary["episodes"],
+            "by_level": {level: row["success_rate"] for level, row in summary["by_difficulty"].items()},
+            "action_errors": summary["action_errors"], "steps": summary["total_steps"],
+            "eval_seconds": summary["wall_seconds"]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(required=True)
-    first = commands.add_parser("collect", help="oracle demonstrations -> a rows file (needs Chromium)")
-    first.add_argument("--train-tasks", type=int, default=200)
-    first.add_argument("--test-tasks", type=int, default=72)
-    first.add_argument("--rows", default="runs/demo_rows.pkl")
-    first.set_defaults(func=collect)
-    second = commands.add_parser("train", help="supervised steps; held-out exact match by action")
-    second.add_argument("--rows", default="runs/demo_rows.pkl")
-    second.add_argument("--learning-rate", type=float, default=3e-3)
-    second.add_argument("--rows-per-step", type=int, default=16)
-    second.add_argument("--steps", type=int, default=3000)
-    second.add_argument("--every", type=int, default=250)
-    second.add_argument("--row-length", type=int, default=2560)   # text-only rows are <= 2,368 tokens
-    second.add_argument("--rows-per-microbatch", type=int, default=4)
-    second.set_defaults(func=train)
+    parser.add_argument("--minutes", type=float, default=8.0, help="training time (the run stops at --steps or this)")
+    parser.add_argument("--steps", type=int, default=4000)
+    parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    parser.add_argument("--preset", default="small")
+    parser.add_argument("--tokenizer", default="assets/embedded")
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--rows-per-step", type=int, default=128)
+    parser.add_argument("--tasks-per-site", type=int, default=4)
+    parser.add_argument("--buffer", type=int, default=20_000, help="newest rows kept to sample from")
+    parser.add_argument("--probe-every", type=int, default=250)
+    parser.add_argument("--probe-rows", type=int, default=300)
+    parser.add_argument("--eval-every", type=int, default=0, help="closed-loop checks during training (0: at the end)")
+    parser.add_argument("--eval-tasks", type=int, default=60)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--bf16", action="store_true", help="train in bfloat16 (default float32)")
+    parser.add_argument("--save-dtype", default="bfloat16", help="the checkpoint's parameter dtype (it ships)")
+    parser.add_argument("--out", default="runs/warm_start")
     args = parser.parse_args()
-    args.func(args)
+    started = time.perf_counter()
+    os.makedirs(args.out, exist_ok=True)
+    log_file = open(os.path.join(args.out, "log.jsonl"), "a")
+
+    def log(record: dict) -> None:
+        record = {"seconds": round(time.perf_counter() - started, 1), **record}
+        print(json.dumps(record), flush=True)
+        log_file.write(json.dumps(record) + "\n")
+        log_file.flush()
+
+    context = multiprocessing.get_context("spawn")
+    rows_in, stop = context.Queue(maxsize=64), context.Event()
+    workers = [context.Process(target=produce, args=(i, args.workers, rows_in, stop, args), daemon=True)
+               for i in range(args.workers)]
+    for worker in workers:
+        worker.start()
+
+    import jax
+
+    from asyncwebrl.model import save_pretrained
+    from asyncwebrl.runtime.build import build_model, make_engine, make_learner
+    from asyncwebrl.web.tasks import generate_tasks, select_balanced
+
+    config = make_config(args)
+    model, processor = build_model(config)
+    learner = make_learner(config, model, "sft")
+    parameters = sum(x.size for x in jax.tree.leaves(learner.state.params))
+    probe = Probe(learner, held_out_rows(config, processor, args.probe_rows), processor)
+    eval_tasks = select_balanced(generate_tasks("test", config.tasks.test_sites_per_variant), args.eval_tasks, seed=0)
+    engine = make_engine(config, learner.model(), processor, temperature=0.0)
+    log({"event": "start", "device": str(jax.devices()[0]), "parameters": int(parameters),
+         "vocabulary": len(processor.tokenizer), "probe_rows": len(probe.packed), "eval_tasks": len(eval_tasks),
+         **{k: v for k, v in vars(args).items()}})
+
+    buffer: collections.deque = collections.deque(maxlen=args.buffer)
+    produced = sites = used = too_long = 0
+    rng = np.random.default_rng(args.seed)
+
+    def drain(block: bool) -> None:
+        nonlocal produced, sites, too_long
+        while True:
+            try:
+                n_sites, rows = rows_in.get(block=block, timeout=60 if block else None)
+            except queue.Empty:
+                return
+            fitting = [r for r in rows if len(r[0]) + len(r[1]) <= config.learner.row_length]
+            sites, produced, too_long = sites + n_sites, produced + len(fitting), too_long + len(rows) - len(fitting)
+            buffer.extend(fitting)
+            block = False
+
+    def evaluate(step: int) -> None:
+        engine.publish(learner.params, step)
+        log({"event": "eval", "step": step, **closed_loop(config, engine, processor, eval_tasks)})
+
+    with engine:
+        step, deadline = 0, started + args.minutes * 60
+        while step < args.steps and time.perf_counter() < deadline:
+            drain(block=len(buffer) < args.rows_per_step)
+            picked = rng.choice(len(buffer), min(args.rows_per_step, len(buffer)), replace=False)
+            batch = [step_row(*buffer[i], processor) for i in picked]
+            used += len(batch)
+            measured = learner.update(batch)
+            step += 1
+            if step == 1 or step % args.probe_every == 0:
+                log({"event": "probe", "step": step, "nll": round(float(measured["nll"]), 4),
+                     "rows_produced": produced, "rows_too_long": too_long, "sites": sites, "rows_used": used,
+                     "reuse": round(used / max(produced, 1), 2), "held_out_exact": probe()})
+            if args.eval_every and step % args.eval_every == 0:
+                evaluate(step)
+        stop.set()
+        log({"event": "trained", "step": step, "held_out_exact": probe(), "rows_produced": produced, "sites": sites,
+             "rows_used": used, "reuse": round(used / max(produced, 1), 2)})
+        evaluate(step)
+    checkpoint = os.path.join(args.out, "checkpoint")
+    save_pretrained(learner.model(), checkpoint, dtype=jax.numpy.dtype(args.save_dtype))
+    processor.save_pretrained(checkpoint)
+    log({"event": "saved", "path": checkpoint})
+    for worker in workers:
+        worker.terminate()
 
 
 if __name__ == "__main__":

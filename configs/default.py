@@ -21,6 +21,9 @@ def get_config() -> config_dict.ConfigDict:
     config.model = config_dict.ConfigDict()
     config.model.preset = "tiny"  # used when no checkpoint path is given (random weights)
     config.model.path = ""  # a Hugging Face Qwen3-VL directory (config.json + safetensors)
+    # Without model.path: the tokenizer of the randomly initialised preset, a directory with
+    # tokenizer.json (e.g. assets/embedded, fitted to the local web); "" = the byte tokenizer
+    config.model.tokenizer = ""
     config.model.checkpoint = ""  # --mode=eval: a training run's W/checkpoints (latest step's weights)
     config.model.dtype = "float32"  # bfloat16 on accelerators
     config.model.attention = "xla"  # xla | pallas (GPU kernels: flash attention, per-slot decode)

@@ -14,6 +14,7 @@ from asyncwebrl.learner.learner import Learner, LearnerSettings
 from asyncwebrl.learner.packing import PackingShape
 from asyncwebrl.learner.train import LossSettings, OptimizerSettings
 from asyncwebrl.model import Qwen3VL, load_pretrained, preset
+from asyncwebrl.model.config import with_vocabulary
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.parallel import make_mesh
 from asyncwebrl.rollout.screenshots import ScreenshotStore
@@ -32,9 +33,13 @@ def build_model(config) -> tuple[nnx.Module, Processor]:
         processor.check_normalisation(model.config.vision)
         return model, processor
     logging.warning("no model.path: starting from a randomly initialised %s model", config.model.preset)
-    model = Qwen3VL(preset(config.model.preset), dtype=dtype, param_dtype=dtype, attention=config.model.attention,
+    processor, model_config = Processor.embedded(), preset(config.model.preset)
+    if config.model.tokenizer:   # a fitted tokenizer directory: the preset takes its vocabulary size
+        processor = Processor.from_pretrained(config.model.tokenizer)
+        model_config = with_vocabulary(model_config, len(processor.tokenizer))
+    model = Qwen3VL(model_config, dtype=dtype, param_dtype=dtype, attention=config.model.attention,
                     remat=config.model.remat, rngs=nnx.Rngs(config.seed))
-    return model, Processor.embedded()
+    return model, processor
 
 
 def restore_trained(config, model: nnx.Module) -> nnx.Module:
