@@ -46,6 +46,10 @@ def make_config(args):
     config.seed = args.seed
     config.sft.learning_rate, config.sft.rows_per_step, config.sft.steps = args.learning_rate, args.rows_per_step, args.steps
     config.model.preset, config.model.tokenizer = args.preset, args.tokenizer
+    config.agent.text_budget = args.text_budget
+    config.learner.row_length = config.sampler.capacity = args.row_length
+    config.sampler.prompt_buckets = (args.row_length // 2, args.row_length)
+    config.learner.rows_per_microbatch = args.rows_per_microbatch
     if args.bf16:
         config.model.dtype = "bfloat16"
     return config
@@ -175,7 +179,11 @@ def main() -> None:
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--rows-per-step", type=int, default=128)
     parser.add_argument("--tasks-per-site", type=int, default=4)
+    parser.add_argument("--text-budget", type=int, default=768, help="page text tokens shown per step")
+    parser.add_argument("--row-length", type=int, default=1536)
+    parser.add_argument("--rows-per-microbatch", type=int, default=16)
     parser.add_argument("--buffer", type=int, default=20_000, help="newest rows kept to sample from")
+    parser.add_argument("--log-every", type=int, default=50)
     parser.add_argument("--probe-every", type=int, default=250)
     parser.add_argument("--probe-rows", type=int, default=300)
     parser.add_argument("--eval-every", type=int, default=0, help="closed-loop checks during training (0: at the end)")
@@ -249,6 +257,9 @@ def main() -> None:
             used += len(batch)
             measured = learner.update(batch)
             step += 1
+            if step % args.log_every == 0:
+                log({"event": "step", "step": step, "nll": round(float(measured["nll"]), 4),
+                     "rows_produced": produced, "rows_used": used})
             if step == 1 or step % args.probe_every == 0:
                 log({"event": "probe", "step": step, "nll": round(float(measured["nll"]), 4),
                      "rows_produced": produced, "rows_too_long": too_long, "sites": sites, "rows_used": used,

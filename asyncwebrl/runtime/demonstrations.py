@@ -37,8 +37,8 @@ from asyncwebrl.runtime.evaluate import run_tasks
 from asyncwebrl.runtime.model_policy import encode_step
 from asyncwebrl.runtime.settings import episode_settings, pool_arguments, prompt_builder
 from asyncwebrl.web.server import LocalWeb
-from asyncwebrl.web.site import TRAIN_VARIANTS
-from asyncwebrl.web.sites import KINDS, make_site, site_class
+from asyncwebrl.web.site import TRAIN_VARIANTS, site_id_of
+from asyncwebrl.web.sites import KINDS, make_site
 from asyncwebrl.web.tasks import tasks_of_site
 
 
@@ -90,7 +90,7 @@ def training_site_ids(count: int, first_seed: int = 0) -> list[str]:
     ids = []
     while len(ids) < count:
         seed = next(seeds)
-        ids += [site_class(kind)(variant, seed).site_id for kind, variant in combos][:count - len(ids)]
+        ids += [site_id_of(kind, variant, seed) for kind, variant in combos][:count - len(ids)]
     return ids
 
 

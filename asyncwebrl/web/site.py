@@ -143,7 +143,7 @@ class Site:
 
     @property
     def site_id(self) -> str:
-        return f"{self.kind}-v{self.variant}-s{self.seed:02d}"
+        return site_id_of(self.kind, self.variant, self.seed)
 
     @property
     def base_path(self) -> str:
@@ -169,6 +169,11 @@ class Site:
     def vocabulary(self, name: str) -> list[str]:
         """All values of a named vocabulary on this site (for anti-stuffing checks)."""
         raise KeyError(name)
+
+
+def site_id_of(kind: str, variant: int, seed: int) -> str:
+    """The id of the site (kind, variant, seed), e.g. "shop-v1-s03" (without building it)."""
+    return f"{kind}-v{variant}-s{seed:02d}"
 
 
 def esc(text: Any) -> str:

@@ -1,0 +1,56 @@
+"""Oracle demonstrations at scale on the browser-free driver: fresh training sites only,
+rows in the model's own token format, a rows file that reads back exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asyncwebrl.model.tokenizer import Processor
+from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.runtime.demonstrations import RowsFile, demonstrate, training_site_ids, write_demonstration_rows
+from asyncwebrl.web.server import LocalWeb
+from asyncwebrl.web.site import TRAIN_VARIANTS
+from asyncwebrl.web.sites import make_site
+from asyncwebrl.web.tasks import generate_tasks
+from configs.default import get_config
+
+
+def text_config():
+    config = get_config()
+    config.browser.driver, config.agent.observation = "http", "text"
+    return config
+
+
+def test_training_sites_are_unlimited_distinct_and_never_held_out():
+    ids = training_site_ids(2_000, first_seed=0)
+    assert len(ids) == len(set(ids)) == 2_000
+    assert {make_site(i).variant for i in ids[:40]} == set(TRAIN_VARIANTS)
+    assert {i.split("-")[0] for i in ids[:8]} == {"shop", "directory", "reference", "forms"}
+    assert training_site_ids(8, first_seed=5000)[0].endswith("-s5000")
+
+
+def test_rows_file_holds_the_teacher_rows(tmp_path):
+    processor = Processor.embedded()
+    path = str(tmp_path / "rows")
+    report = write_demonstration_rows(text_config(), processor, path, training_site_ids(8), tasks_per_site=2,
+                                      progress=None)
+    assert report["sites"] == report["distinct_sites"] == 8 and report["episodes"] == 16
+    assert report["solved"] == 16 and report["rows"] > 16
+    rows = RowsFile.load(path)
+    assert len(rows) == report["rows"] and all("-v3-" not in s["site"] for s in rows.sources)
+    first_prompt = processor.decode(rows.prompt_ids[0])
+    assert "Page:\n[1] " in first_prompt and "Task: " in first_prompt
+    assert processor.decode(rows.response_ids[0]).endswith("</tool_call><|im_end|>")
+    again = RowsFile()
+    again.extend(rows)
+    again.save(path + "-copy")
+    copy = RowsFile.load(path + "-copy")
+    assert all(np.array_equal(a, b) for a, b in zip(copy.prompt_ids, rows.prompt_ids))
+    assert copy.sources == rows.sources
+
+
+def test_held_out_sites_are_refused():
+    tasks = generate_tasks("test", 1)[:2]
+    with pytest.raises(ValueError, match="not on training sites"):
+        demonstrate(text_config(), LocalWeb(), Processor.embedded(), ScreenshotStore(), tasks, progress=None)
