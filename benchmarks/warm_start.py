@@ -9,8 +9,9 @@ observations, element ids, configs/warm_start.py) on the browser-free driver, ea
 its own endless sequence of fresh training sites (never a test site), and send the
 successful episodes' step rows to the trainer. The trainer takes `sft.rows_per_step`
 rows per supervised step (masked cross-entropy on the oracle's responses, the learner in
-"sft" mode) from the newest rows (a bounded buffer: rows are reused only while the
-workers fall behind; the log says how often).
+"sft" mode) from the newest rows (a bounded buffer), taking new rows as fast as it uses
+them (each row used about once on average; the log says how often), so workers that are
+ahead wait on a short queue and, on a small machine, leave the cores to the trainer.
 
 Every `--probe-every` steps: teacher-forced greedy exact match of whole responses on
 held-out rows, by action (left_click / type / answer). At the end (and every
@@ -205,7 +206,7 @@ def main() -> None:
         log_file.flush()
 
     context = multiprocessing.get_context("spawn")
-    rows_in, stop = context.Queue(maxsize=64), context.Event()
+    rows_in, stop = context.Queue(maxsize=2 * args.workers), context.Event()
     workers = [context.Process(target=produce, args=(i, args.workers, rows_in, stop, args), daemon=True)
                for i in range(args.workers)]
     for worker in workers:
@@ -232,17 +233,20 @@ def main() -> None:
     produced = sites = used = too_long = 0
     rng = np.random.default_rng(args.seed)
 
-    def drain(block: bool) -> None:
+    def drain(wanted: int) -> None:
+        """At least `wanted` new rows from the workers, waiting for them if need be; rows
+        stay in the (short) queue otherwise, so workers that are ahead wait."""
         nonlocal produced, sites, too_long
-        while True:
+        fresh = 0
+        while fresh < wanted:
             try:
-                n_sites, rows = rows_in.get(block=block, timeout=60 if block else None)
+                n_sites, rows = rows_in.get(timeout=120)
             except queue.Empty:
-                return
+                raise RuntimeError("the demonstration workers sent nothing for 120 s") from None
             fitting = [r for r in rows if len(r[0]) + len(r[1]) <= config.learner.row_length]
             sites, produced, too_long = sites + n_sites, produced + len(fitting), too_long + len(rows) - len(fitting)
             buffer.extend(fitting)
-            block = False
+            fresh += len(fitting)
 
     def evaluate(step: int) -> None:
         engine.publish(learner.params, step)
@@ -251,7 +255,7 @@ def main() -> None:
     with engine:
         step, deadline = 0, started + args.minutes * 60
         while step < args.steps and time.perf_counter() < deadline:
-            drain(block=len(buffer) < args.rows_per_step)
+            drain(max(0, min(args.rows_per_step, args.rows_per_step * (step + 1) - produced)))
             picked = rng.choice(len(buffer), min(args.rows_per_step, len(buffer)), replace=False)
             batch = [step_row(*buffer[i], processor) for i in picked]
             used += len(batch)

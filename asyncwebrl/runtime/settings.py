@@ -60,6 +60,9 @@ def make_environment(config, web: LocalWeb, store: ScreenshotStore):
     if config.tasks.source == "miniwob":
         return MiniWobEnvironment(web, episode_seconds=config.miniwob.episode_seconds)
     if config.tasks.source == "webgym":
+        if config.agent.observation == "text":
+            raise ValueError("the LLM judge of webgym tasks reads the episode's screenshots: use "
+                             "agent.observation=text+screenshot (or screenshot), not text")
         j = config.judge
         if not (j.base_url and j.model):
             raise ValueError("webgym tasks are scored by the LLM judge: set --config.judge.base_url and "
