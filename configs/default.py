@@ -85,6 +85,10 @@ def get_config() -> config_dict.ConfigDict:
     # ablation doubles the training ones
     config.agent.train_step_limits = (6, 10, 14)
     config.agent.test_step_limits = (6, 10, 14)
+    # A local task whose oracle plan needs more steps than its level's limit gets 1.5x the
+    # plan's moves (at least 2 more), so no task is posed that cannot be finished in time;
+    # False keeps the level limits as they are (short test runs)
+    config.agent.step_limits_fit_plans = True
     config.agent.memory = "additive"  # additive | compressive (the memory-prompt ablation)
     # The system message (tool, actions, response format; ~1.1k byte tokens). Off for the tiny
     # model trained from scratch, which cannot read it: it would be a third or more of every

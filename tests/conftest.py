@@ -30,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUICK = ["--config.sft.steps=0", "--config.eval.num_tasks=0", "--config.sampler.max_new_tokens=8",
          "--config.agent.interaction=coordinates", "--config.sampler.capacity=2048",
          "--config.sampler.prompt_buckets=(2048,)", "--config.learner.row_length=2048",
-         "--config.agent.train_step_limits=(2,2,2)",
+         "--config.agent.train_step_limits=(2,2,2)", "--config.agent.step_limits_fit_plans=False",
          "--config.rl.group_size=2", "--config.rl.groups_per_batch=1", "--config.rl.max_running_groups=2",
          "--config.rl.dynamic_sampling=False", "--config.browser.pages=2",
          "--config.tasks.train_sites_per_variant=1", "--config.tasks.test_sites_per_variant=1"]

@@ -9,7 +9,7 @@ import pytest
 
 from asyncwebrl.records import LEVELS
 from asyncwebrl.rollout.environment import LocalEnvironment
-from asyncwebrl.rollout.episode import EpisodeSettings
+from asyncwebrl.rollout.episode import EpisodeSettings, plan_room
 from asyncwebrl.rollout.http_tab import HttpPool
 from asyncwebrl.rollout.observation import Observation
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
@@ -183,3 +183,12 @@ def test_chromium_and_http_show_the_same_text_and_agree_on_outcomes():
         assert [s.action for s in chromium.steps] == [s.action for s in http.steps]
     assert shot[0].success and [s.page_text for s in shot[0].steps] == [s.page_text for s in runs["http"][0].steps]
     assert all(s.screenshot_key for s in shot[0].steps)
+
+
+def test_step_limits_fit_the_oracle_plan_unless_told_not_to():
+    task = max(generate_tasks("test", 1), key=lambda t: len(t.local["oracle"]))
+    moves = sum(m["op"] != "note" for m in task.local["oracle"])
+    assert plan_room(task) == moves + max(2, moves // 2) > 2
+    assert EpisodeSettings(step_limits=(2, 2, 2)).step_limit(task) == plan_room(task)
+    assert EpisodeSettings(step_limits=(2, 2, 2), fit_plans=False).step_limit(task) == 2
+    assert EpisodeSettings(step_limits=(99, 99, 99)).step_limit(task) == 99

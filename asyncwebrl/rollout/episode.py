@@ -33,6 +33,7 @@ class EpisodeSettings:
     step_deadline_s: float = 30.0  # observing or executing one step, whatever hangs
     step_limits: tuple[int, int, int] | None = None  # (easy, medium, hard) instead of the phase's
     observation: str = "screenshot"  # screenshot | text | text+screenshot (rollout/observation.py)
+    fit_plans: bool = True  # raise a limit to what the task's oracle plan needs (plan_room)
 
     def __post_init__(self):
         check_observation(self.observation)
@@ -45,7 +46,7 @@ class EpisodeSettings:
         posed that cannot be finished in time."""
         level_limit = task.step_limit(self.phase) if self.step_limits is None else \
             self.step_limits[LEVELS.index(task.level)]
-        return max(level_limit, plan_room(task))
+        return max(level_limit, plan_room(task)) if self.fit_plans else level_limit
 
 
 def plan_room(task: Task) -> int:

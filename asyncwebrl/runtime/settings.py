@@ -22,6 +22,7 @@ def episode_settings(config, phase: str) -> EpisodeSettings:
         step_deadline_s=config.browser.step_deadline_s,
         step_limits=tuple(config.agent.train_step_limits if phase == "train" else config.agent.test_step_limits),
         observation=config.agent.observation,
+        fit_plans=config.agent.step_limits_fit_plans,
     )
 
 
