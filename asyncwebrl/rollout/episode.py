@@ -1,8 +1,9 @@
 """One episode: reset to the start page, observe, act, until `answer` or the step limit.
 
-A browser context per episode (clean cookies and storage, its own sandbox). A crash or a
-hang ends the episode as `crashed` (never reward 0); whether the browser must be
-replaced is the pool's business. Judging is not done here: the episode returns what
+The loop (run_episode_in) runs on a Tab: a Chromium context per episode (ChromiumTab:
+clean cookies and storage, its own sandbox) or the browser-free local web
+(rollout/http_tab.py). A crash or a hang ends the episode as `crashed` (never reward 0);
+whether the browser must be replaced is the pool's business. Judging is not done here: the episode returns what
 happened, and the environment that owns the task judges it.
 """
 
