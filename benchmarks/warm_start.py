@@ -46,7 +46,7 @@ def make_config(args):
     config = warm_start.get_config()
     config.seed = args.seed
     config.sft.learning_rate, config.sft.rows_per_step, config.sft.steps = args.learning_rate, args.rows_per_step, args.steps
-    config.model.preset, config.model.tokenizer = args.preset, args.tokenizer
+    config.model.preset, config.model.tokenizer, config.model.path = args.preset, args.tokenizer, args.init
     config.agent.text_budget = args.text_budget
     config.learner.row_length = config.sampler.capacity = args.row_length
     config.sampler.prompt_buckets = (args.row_length // 2, args.row_length)
@@ -68,7 +68,8 @@ def produce(index: int, workers: int, rows_out, stop, args) -> None:
     from asyncwebrl.web.server import LocalWeb
 
     config = make_config(args)
-    processor = Processor.from_pretrained(config.model.tokenizer) if config.model.tokenizer else Processor.embedded()
+    source = config.model.path or config.model.tokenizer
+    processor = Processor.from_pretrained(source) if source else Processor.embedded()
     store, rng = ScreenshotStore(), random.Random(f"warm-start:{args.seed}:{index}")
     seed = args.first_seed + index
     while not stop.is_set():
@@ -176,6 +177,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4000)
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     parser.add_argument("--preset", default="small")
+    parser.add_argument("--init", default="", help="start from this checkpoint (its weights and tokenizer; a "
+                        "fresh optimiser and schedule) instead of random weights of --preset")
     parser.add_argument("--tokenizer", default="assets/embedded")
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--rows-per-step", type=int, default=128)
