@@ -12,7 +12,8 @@ from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.episode import EpisodeSettings, plan_room
 from asyncwebrl.rollout.http_tab import HttpPool
 from asyncwebrl.rollout.observation import Observation
-from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
+from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy, Reply
+from asyncwebrl.rollout.response import format_response
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize
@@ -192,3 +193,47 @@ def test_step_limits_fit_the_oracle_plan_unless_told_not_to():
     assert EpisodeSettings(step_limits=(2, 2, 2)).step_limit(task) == plan_room(task)
     assert EpisodeSettings(step_limits=(2, 2, 2), fit_plans=False).step_limit(task) == 2
     assert EpisodeSettings(step_limits=(99, 99, 99)).step_limit(task) == 99
+
+
+class ScriptedPolicy:
+    """The same fixed moves in every episode (to walk off the oracle's path)."""
+
+    def __init__(self, moves: list[dict]):
+        self.moves = moves
+
+    def begin(self, task, *, interaction, episode_id):
+        moves = list(self.moves)
+
+        class Agent:
+            async def act(self, observation, steps):
+                arguments = moves.pop(0) if moves else {"action": "answer", "text": "done"}
+                return Reply(format_response({}, {}, "", "", arguments, "action"))
+
+        return Agent()
+
+
+OFF_PATH = {  # site -> moves: going back after typing and toggling, typing where nothing takes text
+    "shop-v1-s00": [{"action": "type", "element_id": 2, "text": "kettle"}, {"action": "go_back"},
+                    {"action": "type", "element_id": 1, "text": "x"}, {"action": "type", "element_id": 2, "text": ""},
+                    {"action": "go_back"}, {"action": "left_click", "element_id": 5}, {"action": "go_back"}],
+    "forms-v1-s00": [{"action": "left_click", "element_id": 5}, {"action": "left_click", "element_id": 12},
+                     {"action": "type", "element_id": 10, "text": "ada@example.org"}, {"action": "go_back"},
+                     {"action": "left_click", "element_id": 11}, {"action": "left_click", "element_id": 2},
+                     {"action": "go_back"}, {"action": "scroll", "direction": "down"}],
+}
+
+
+def test_drivers_agree_off_the_oracle_path():
+    tasks = {t.local["site"]: t for t in generate_tasks("train", 1) if t.local["site"] in OFF_PATH}
+    settings = EpisodeSettings(interaction="set_of_marks", observation="text", step_limits=(9, 9, 9), fit_plans=False)
+    with LocalWeb() as web:
+        for site, moves in OFF_PATH.items():
+            runs = {driver: asyncio.run(run_tasks([tasks[site]], ScriptedPolicy(moves),
+                                                  LocalEnvironment(web, browser_free=driver == "http"), settings,
+                                                  driver=driver, progress=None))[0][0]
+                    for driver in ("chromium", "http")}
+            chromium, http = runs["chromium"], runs["http"]
+            assert len(chromium.steps) == len(http.steps) == len(moves) + 1
+            for a, b in zip(chromium.steps, http.steps):
+                assert (a.page_text, a.action_error) == (b.page_text, b.action_error), (site, a.index, a.action)
+            assert "cannot type into a link element" in [s.action_error for s in http.steps] or site != "shop-v1-s00"

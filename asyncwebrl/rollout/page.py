@@ -21,7 +21,7 @@ from playwright.async_api import Error as PlaywrightError
 from asyncwebrl.rollout.observation import Element, Observation, grid_to_pixels, text_elements
 from asyncwebrl.rollout.response import Action
 from asyncwebrl.rollout.screenshots import ScreenshotStore
-from asyncwebrl.web.page_text import NODE_ATTRIBUTE, STAMPED_SELECTOR, parse_page
+from asyncwebrl.web.page_text import NODE_ATTRIBUTE, STAMPED_SELECTOR, cannot_type, parse_page
 
 # Interactive elements, their boxes in viewport pixels, and (optionally) numbered boxes
 # drawn over them. A label that wraps a radio or checkbox stands for it; a label that
@@ -263,6 +263,9 @@ async def execute(page, action: Action, observation: Observation, *, watch: Navi
     started_before, loaded_before = watch.started, watch.loaded
     if action.name in ("left_click", "type"):
         point = action_point(action, observation)
+        if observation.text and action.name == "type" and not isinstance(point, str):
+            element = _element_of(action, observation)   # the same refusal as the browser-free driver's
+            point = cannot_type(element.tag, element.type) or point
         if observation.text and not isinstance(point, str):  # text ids: the element, wherever it is now
             point = await locate_text_element(page, _element_of(action, observation)) or \
                 f"element {action.args['element_id']} is not displayed"

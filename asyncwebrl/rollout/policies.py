@@ -151,7 +151,9 @@ class RandomAgent:
         if rng.random() < self.answer_probability:
             arguments = {"action": "answer", "text": " ".join(rng.sample(_WORDS, 2))}
         else:
-            name = rng.choice(["left_click", "left_click", "left_click", "type", "scroll", "go_back", "wait"])
+            # (a text observation shows the whole page: scrolling it does nothing)
+            moves = ["left_click", "left_click", "left_click", "type", "go_back", "wait"]
+            name = rng.choice(moves if observation.text else moves + ["scroll"])
             arguments = {"action": name}
             if name in ("left_click", "type"):
                 arguments.update(self._target(observation))

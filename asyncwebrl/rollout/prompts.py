@@ -63,7 +63,7 @@ def system_prompt(interaction: str, memory: str, response_format: str = "memory"
         f"Tool: {TOOL_NAME}. Its arguments name an action:",
         f'- {{"action": "left_click", {target}}}',
         f'- {{"action": "type", {target.split(":")[0]}: ..., "text": "..."}}: click, clear the field, type, press Enter',
-        '- {"action": "scroll", "direction": "up" | "down"}',
+        *([] if observation != "screenshot" else ['- {"action": "scroll", "direction": "up" | "down"}']),
         '- {"action": "wait", "time": seconds}',
         '- {"action": "go_back"}',
         '- {"action": "navigate", "url": "..."}',

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import urllib.parse
 
-from asyncwebrl.web.page_text import Control, ParsedPage, parse_page
+from asyncwebrl.web.page_text import Control, ParsedPage, cannot_type, parse_page
 from asyncwebrl.web.server import EPISODE_COOKIE, LOGICAL_ORIGIN, LocalWeb
 
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -30,7 +30,7 @@ class HttpPage:
         self.url = ""  # logical URL (http://awr.local/...) of the page shown
         self.status = 0
         self.page: ParsedPage | None = None
-        self.history: list[str] = []  # earlier pages' URLs, for go_back
+        self.history: list[tuple[str, list]] = []  # earlier pages (URL, form state as left), for go_back
         self.requests = 0
 
     # -- loading -------------------------------------------------------------------------
@@ -43,21 +43,51 @@ class HttpPage:
             parts = urllib.parse.urlsplit(url)
             target = parts.path + (f"?{parts.query}" if parts.query else "")
             self.requests += 1
-            status, headers, payload = self.web.dispatch(method, target, body, f"{EPISODE_COOKIE}={self.episode_id}")
+            status, headers, payload = self.web.serve(method, target, body, f"{EPISODE_COOKIE}={self.episode_id}")
             if status in _REDIRECTS and "Location" in headers:
                 url, method, body = urllib.parse.urljoin(url, headers["Location"]), "GET", b""
                 continue
             if remember and previous:
-                self.history.append(previous)
+                self.history.append((previous, self._form_state()))
             self.url, self.status = url.split("#")[0], status
             self.page = parse_page(payload.decode("utf-8", "replace"))
+            self.changed: set[int] = set()  # controls the agent changed since this page loaded
             return ""
         return f"too many redirects from {url}"
 
     def go_back(self) -> str:
+        """The previous page, loaded again, with the form state it was left in (a browser
+        restores typed values and checked boxes on going back)."""
         if not self.history:
             return "no previous page"
-        return self.open(self.history.pop(), remember=False)
+        url, state = self.history.pop()
+        error = self.open(url, remember=False)
+        if not error:
+            self._restore_form_state(state)
+        return error
+
+    def _form_state(self) -> tuple[list, dict]:
+        """The page's field layout and the fields the agent changed on this visit (a
+        browser saves only those: a value restored on going back is not saved again)."""
+        layout = [(c.tag, c.attrs.get("name"), c.type) for c in self.page.controls]
+        changed = {i: (c.attrs.get("value"), "checked" in c.attrs, c.text)
+                   for i, c in enumerate(self.page.controls) if i in self.changed}
+        return layout, changed
+
+    def _restore_form_state(self, state: tuple[list, dict]) -> None:
+        layout, changed = state
+        if layout != [(c.tag, c.attrs.get("name"), c.type) for c in self.page.controls]:
+            return  # the page came back with other fields: nothing to restore onto
+        for index, (value, checked, text) in changed.items():
+            control = self.page.controls[index]
+            if control.type in ("radio", "checkbox"):
+                control.attrs.pop("checked", None)
+                if checked:
+                    control.attrs["checked"] = ""
+            else:
+                if value is not None:
+                    control.attrs["value"] = value
+                control.text = text
 
     # -- acting --------------------------------------------------------------------------
     def control_of(self, element_id: int) -> Control | None:
@@ -75,19 +105,26 @@ class HttpPage:
             if target is not None:
                 self._toggle(target)
             return ""
-        if control.tag == "button" or (control.tag == "input" and control.type in ("submit", "image")):
-            if control.form is None or control.type == "button" or control.attrs.get("type") == "button":
-                return ""  # a button outside a form, or a plain button: no script runs here
+        if "disabled" in control.attrs:
+            return ""  # a disabled control ignores clicks
+        if control.tag == "button" or (control.tag == "input" and control.type in ("submit", "image", "reset")):
+            if control.form is None or control.type in ("button", "reset"):
+                return ""  # a button outside a form, a plain or a reset button: no script runs here
             return self.submit(control.form, submitter=control)
         return ""  # clicking a field focuses it; nothing else happens without scripts
 
     def type(self, control: Control, text: str) -> str:
-        """Clear the field, type, press Enter (which submits its form)."""
-        if control.tag not in ("input", "textarea") or control.type in ("radio", "checkbox", "submit", "button"):
-            return f"cannot type into a {control.tag} element"
-        if control.tag == "textarea":
-            control.text = text
-        control.attrs["value"] = text
+        """Select the field's text, type, press Enter (which submits its form). Typing
+        nothing leaves the selected text in place, as in the browser."""
+        refused = cannot_type(control.tag, control.type)
+        if refused:
+            return refused
+        if text and control.tag == "textarea":
+            control.text = text + "\n"   # Enter in a text area is a new line
+        elif text:
+            control.attrs["value"] = text
+        if text:
+            self.changed.add(self.page.controls.index(control))
         if control.tag == "textarea" or control.form is None:
             return ""  # Enter in a textarea is a newline; without a form nothing is submitted
         return self.submit(control.form)
@@ -123,10 +160,12 @@ class HttpPage:
         return next((c for c in self.page.controls if target and c.attrs.get("id") == target), None)
 
     def _toggle(self, target: Control) -> None:
+        self.changed.add(self.page.controls.index(target))
         if target.type == "radio":
-            for other in self.page.controls:
+            for index, other in enumerate(self.page.controls):
                 if other.form == target.form and other.attrs.get("name") == target.attrs.get("name"):
                     other.attrs.pop("checked", None)
+                    self.changed.add(index)
             target.attrs["checked"] = ""
         elif "checked" in target.attrs:
             del target.attrs["checked"]

@@ -120,6 +120,14 @@ class ParsedPage:
         return "\n".join(self.lines)
 
 
+def cannot_type(tag: str, kind: str) -> str:
+    """Why an element takes no typed text ("" if it does: text fields and text areas).
+    Both drivers refuse the same elements with the same words."""
+    if tag == "textarea" or (tag == "input" and kind not in _BUTTON_TYPES | _TOGGLE_TYPES | {"hidden", "file"}):
+        return ""
+    return f"cannot type into a {tag if tag != 'a' else 'link'} element"
+
+
 def _quote(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 

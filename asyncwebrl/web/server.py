@@ -125,6 +125,14 @@ class LocalWeb:
         with self._lock:
             self._mounts[prefix] = os.path.realpath(directory)
 
+    def serve(self, method: str, raw_path: str, body: bytes, cookie_header: str) -> tuple[int, dict, bytes]:
+        """One request, as the server answers it (and the browser-free driver, in process)."""
+        try:
+            return self.dispatch(method, raw_path, body, cookie_header)
+        except Exception:  # a site bug must show as a 500 page, never kill the server or an episode
+            logging.exception("local web: error serving %s %s", method, raw_path)
+            return 500, {"Content-Type": "text/plain"}, b"internal error"
+
     def dispatch(self, method: str, raw_path: str, body: bytes, cookie_header: str) -> tuple[int, dict, bytes]:
         parts = urllib.parse.urlsplit(raw_path)
         segments = parts.path.split("/", 2)  # ["", site_id, rest]
@@ -179,11 +187,7 @@ def _make_handler(web: LocalWeb):
         def _serve(self, method: str) -> None:
             length = min(int(self.headers.get("Content-Length") or 0), _MAX_BODY_BYTES)
             body = self.rfile.read(length) if length else b""
-            try:
-                status, headers, payload = web.dispatch(method, self.path, body, self.headers.get("Cookie", ""))
-            except Exception:  # a site bug must show as a 500 page, never kill the server
-                logging.exception("local web: error serving %s %s", method, self.path)
-                status, headers, payload = 500, {"Content-Type": "text/plain"}, b"internal error"
+            status, headers, payload = web.serve(method, self.path, body, self.headers.get("Cookie", ""))
             web.requests_served += 1
             self.send_response(status)
             for name, value in headers.items():
