@@ -61,6 +61,8 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     from asyncwebrl.runtime.demonstrations import RowsFile, training_site_ids
+    from asyncwebrl.web.site import TEST_VARIANTS
+    from asyncwebrl.web.sites import make_site
 
     ids = training_site_ids(args.sites, args.first_seed)
     shares = [ids[i::args.processes] for i in range(args.processes)]
@@ -85,7 +87,7 @@ def main() -> None:
         "tokenizer": args.tokenizer or "byte", "episodes": sum(r["episodes"] for r in reports),
         "solved": sum(r["solved"] for r in reports), "rows": len(rows),
         "distinct_sites": len({s["site"] for s in rows.sources}),
-        "test_sites": sum("-v3-" in s["site"] for s in rows.sources),
+        "test_sites": sum(make_site(s["site"]).variant in TEST_VARIANTS for s in rows.sources),
         "seconds": round(seconds, 1), "worker_seconds": [r["seconds"] for r in reports],
         "rows_per_second": round(len(rows) / seconds, 1),
         "prompt_tokens_median": prompt_lengths[len(prompt_lengths) // 2] if rows else None,

@@ -44,10 +44,10 @@ def run(web: LocalWeb, tasks, policy, driver: str, concurrency: int):
 
 
 def compare(chromium, http) -> dict:
-    """Outcomes and page texts of the same tasks under the two drivers."""
+    """Outcomes (and step counts) and page texts of the same tasks under the two drivers."""
     outcome_mismatch, first_text_mismatch, later_text_mismatch, steps_compared = [], [], [], 0
     for a, b in zip(chromium, http):
-        if (a.outcome, a.reward) != (b.outcome, b.reward):
+        if (a.outcome, a.reward, len(a.steps)) != (b.outcome, b.reward, len(b.steps)):
             outcome_mismatch.append(a.task.task_id)
         if not (a.steps and b.steps and a.steps[0].page_text == b.steps[0].page_text):
             first_text_mismatch.append(a.task.task_id)

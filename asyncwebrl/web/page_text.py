@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import html.parser
 import json
+import re
 from typing import Callable
 
 # Subtrees that are never shown.
@@ -36,6 +37,7 @@ _TOGGLE_TYPES = {"checkbox", "radio"}
 # Tags the Chromium side stamps with data-awr-n (a superset of what can be listed).
 STAMPED_SELECTOR = "a, button, input, textarea, select, label, [role], [onclick]"
 NODE_ATTRIBUTE = "data-awr-n"
+_ELEMENT_LINE = re.compile(r"^\[(\d+)\] ")
 
 
 @dataclasses.dataclass
@@ -366,7 +368,7 @@ def cut_lines(lines: list[str], budget: int, count_tokens: Callable[[str], int])
         total, kept = total + cost, kept + 1
     if kept == len(lines):
         return "\n".join(lines), ""
-    last_id = next((line.split("]")[0][1:] for line in reversed(lines[:kept]) if line.startswith("[")), None)
+    last_id = next((m[1] for m in map(_ELEMENT_LINE.match, reversed(lines[:kept])) if m), None)
     where = f"after element [{last_id}]" if last_id else "before the first element"
     marker = f"[... page cut here: {len(lines) - kept} more lines not shown ...]"
     note = f"The page text was cut at {budget} tokens, {where} (line {kept} of {len(lines)})."
