@@ -71,8 +71,8 @@ def produce(index: int, workers: int, rows_out, stop, args) -> None:
     source = config.model.path or config.model.tokenizer
     processor = Processor.from_pretrained(source) if source else Processor.embedded()
     store, rng = ScreenshotStore(), random.Random(f"warm-start:{args.seed}:{index}")
-    seed = args.first_seed + index
-    while not stop.is_set():
+    seed, parent = args.first_seed + index, os.getppid()
+    while not stop.is_set() and os.getppid() == parent:   # (a trainer killed outright leaves no one to stop us)
         sites = training_site_ids(SITES_PER_CHUNK, seed)
         tasks = [t for site in sites for t in site_tasks(site, args.tasks_per_site, rng)]
         # a LocalWeb per chunk: it keeps every site it has served, and these are never seen again
