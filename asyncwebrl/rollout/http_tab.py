@@ -34,7 +34,6 @@ def check_http_settings(settings: EpisodeSettings) -> None:
     if settings.observation != "text":
         raise ValueError(f"browser.driver=http renders no pages: agent.observation must be 'text', not "
                          f"{settings.observation!r} (screenshots need browser.driver=chromium)")
-    # (EpisodeSettings already insists on element ids for text observations: no coordinates.)
 
 
 class HttpTab:
@@ -110,9 +109,3 @@ class HttpPool:
                 return trajectory
             finally:
                 self.environment.finish(episode_id)
-
-    def live_browsers(self) -> int:
-        return 0
-
-    def open_contexts(self) -> int:
-        return 0

@@ -126,10 +126,10 @@ class Orchestrator:
                  processor: Processor, buffer: GroupBuffer, episode: EpisodeSettings, pool: PoolSettings,
                  settings: RLSettings, on_update=lambda update, measurements, groups: None, make_pool=None):
         """make_pool: a callable returning the episode pool (an async context manager with
-        `run(task, policy, episode_id=, group_id=)`); by default a BrowserPool on
+        `run(task, policy, episode_id=, group_id=)`); by default make_pool of the pool settings on
         `environment`. The end-to-end benchmark passes a browser-free one."""
         self.learner, self.engine, self.policy, self.environment = learner, engine, policy, environment
-        self._make_pool = make_pool or self._browser_pool
+        self._make_pool = make_pool or self._default_pool
         self.store, self.processor, self.buffer = store, processor, buffer
         self.episode, self.pool_settings, self.settings = episode, pool, settings
         self.on_update = on_update
@@ -239,7 +239,8 @@ class Orchestrator:
             except RuntimeError:   # the loop already closed
                 pass
 
-    def _browser_pool(self):
+    def _default_pool(self):
+        """The pool of browser.driver (Chromium or the browser-free local web)."""
         return make_pool(self.environment, store=self.store, settings=self.episode,
                          **dataclasses.asdict(self.pool_settings))
 
