@@ -2,7 +2,7 @@
 
     system     how to answer: tool, actions, the memory-additive (or compressive) format
                (optional: left out for a model trained from scratch)
-    user       the task and start URL; one-line summaries of steps older than the window;
+    user       the task and start URL; one-line summaries of (the last 10) steps older than the window;
                then, for each of the last H steps, its screenshot ...
     assistant  ... and the raw response written then
     user       the current screenshot, URL and title (and the element list in
@@ -28,6 +28,7 @@ from asyncwebrl.rollout.response import GRID, INTERACTIONS, TOOL_NAME, check_res
 from asyncwebrl.web.page_text import cut_lines
 
 MEMORY_MODES = ("additive", "compressive")
+MAX_SUMMARIES = 10  # one-line summaries of earlier steps, the newest
 
 _TARGET = {
     "coordinates": f'"coordinate": [x, y] on a 0..{GRID} grid over the screenshot (0,0 top left, {GRID},{GRID} bottom right)',
@@ -83,20 +84,26 @@ def step_summary(step: Step) -> str:
     """"Step i on [title]: <action sentence> -> page changed | page unchanged (error: ...)"."""
     sentence = parse_response(step.response).action_text or f"({step.action.get('name', 'no action')})"
     outcome = "page changed" if step.screenshot_changed else "page unchanged"
-    error = f" (error: {step.action_error})" if step.action_error else ""
+    # the error's gist: a parser's detail ("Expecting ',' delimiter: line 1 column 123") costs
+    # tokens on every later step of the episode and says nothing a policy can act on
+    gist = step.action_error.split(" (")[0][:80]
+    error = f" (error: {gist})" if step.action_error else ""
     return f"Step {step.index + 1} on [{step.title or step.url}]: {sentence} -> {outcome}{error}"
 
 
 class PromptBuilder:
     def __init__(self, interaction: str, *, history: int = 1, memory: str = "additive", system_message: bool = True,
                  response_format: str = "memory", observation: str = "screenshot", text_budget: int = 0,
-                 count_tokens: Callable[[str], int] | None = None):
+                 count_tokens: Callable[[str], int] | None = None, prompt_limit: int = 0):
         """system_message=False leaves the constant instructions out: a model trained from
         scratch (the embedded default) cannot read them, and they would be ~1.1k tokens of
         every prompt to prefill and train on.
 
         Text observations: the page text is cut at `text_budget` tokens as `count_tokens`
-        counts them (the policy's tokenizer); 0 = never cut."""
+        counts them (the policy's tokenizer); 0 = never cut. `prompt_limit` is the most
+        tokens a whole prompt may take (the sampler's slot less the response; 0 = no
+        limit): a prompt over it has its page text cut shorter (encode_step does it, as
+        only the encoded prompt knows its length)."""
         if interaction not in INTERACTIONS:
             raise ValueError(f"interaction must be one of {INTERACTIONS}, got {interaction!r}")
         if memory not in MEMORY_MODES:
@@ -104,12 +111,14 @@ class PromptBuilder:
         if history < 0:
             raise ValueError("history must be >= 0")
         self.observation = check_observation(observation)
-        if text_budget and count_tokens is None:
-            raise ValueError("a text budget needs the tokenizer's count_tokens")
+        if (text_budget or prompt_limit) and count_tokens is None:
+            raise ValueError("a text budget or a prompt limit needs the tokenizer's count_tokens")
+        if prompt_limit < 0:
+            raise ValueError("prompt_limit must be >= 0")
         self.interaction, self.history, self.memory = interaction, history, memory
         self.system = system_prompt(interaction, memory, response_format, observation)
         self.system_message = system_message
-        self.text_budget, self.count_tokens = text_budget, count_tokens
+        self.text_budget, self.count_tokens, self.prompt_limit = text_budget, count_tokens, prompt_limit
 
     @property
     def shows_screenshots(self) -> bool:
@@ -119,17 +128,19 @@ class PromptBuilder:
     def shows_text(self) -> bool:
         return self.observation != "screenshot"
 
-    def page_text(self, observation: Observation) -> tuple[str, str]:
-        """The page text as shown (cut to the budget) and the note on the cut ("" if none)."""
+    def page_text(self, observation: Observation, text_budget: int | None = None) -> tuple[str, str]:
+        """The page text as shown (cut to the budget, by default agent.text_budget) and the
+        note on the cut ("" if none)."""
         lines = observation.text.split("\n") if observation.text else []
-        if not self.text_budget:
+        budget = self.text_budget if text_budget is None else text_budget
+        if not budget:
             return "\n".join(lines), ""
-        return cut_lines(lines, self.text_budget, self.count_tokens)
+        return cut_lines(lines, budget, self.count_tokens)
 
-    def _state(self, task: Task, observation: Observation) -> str:
+    def _state(self, task: Task, observation: Observation, text_budget: int | None) -> str:
         lines = [f"Step {observation.step + 1}. URL: {observation.url}", f"Title: {observation.title}"]
         if self.shows_text:
-            text, cut = self.page_text(observation)
+            text, cut = self.page_text(observation, text_budget)
             lines += ["Page:", text or "(empty page)"] + ([cut] if cut else [])
         elif self.interaction == "set_of_marks":
             lines += ["Elements:", observation.element_list() or "(none on screen)"]
@@ -139,13 +150,17 @@ class PromptBuilder:
             lines.append(f"Task: {task.task_name}")
         return "\n".join(lines)
 
-    def build(self, task: Task, steps: list[Step], observation: Observation) -> Prompt:
-        """The prompt for the next step, given the steps taken so far in this episode."""
+    def build(self, task: Task, steps: list[Step], observation: Observation, text_budget: int | None = None) -> Prompt:
+        """The prompt for the next step, given the steps taken so far in this episode
+        (text_budget: the page text's, when not agent.text_budget's)."""
         window = steps[len(steps) - self.history:] if self.history else []
         older = steps[: len(steps) - len(window)]
         intro = f"Task: {task.task_name}\nStart URL: {task.website}"
         if older:
-            intro += "\nEarlier steps:\n" + "\n".join(step_summary(s) for s in older)
+            shown = older[-MAX_SUMMARIES:]  # a long episode's prompt must still fit a sampler slot
+            skipped = [f"(steps 1-{len(older) - len(shown)} not shown)"] if len(shown) < len(older) else []
+            intro += "\nEarlier steps:\n" + "\n".join(skipped + [step_summary(s) for s in shown])
+        intro += "\n"  # the chat template joins a message's text parts as they are
         messages: list[dict] = [{"role": "system", "content": self.system}] if self.system_message else []
         image_keys: list[str] = []
         pending_text = [intro]  # goes at the head of the next user message
@@ -161,6 +176,6 @@ class PromptBuilder:
         if self.shows_screenshots:
             content.append({"type": "image", "image": observation.screenshot_key})
             image_keys.append(observation.screenshot_key)
-        content.append({"type": "text", "text": self._state(task, observation)})
+        content.append({"type": "text", "text": self._state(task, observation, text_budget)})
         messages.append({"role": "user", "content": content})
         return Prompt(messages, image_keys)

@@ -26,10 +26,22 @@ from asyncwebrl.sampler.engine import Engine, Image, Request
 def encode_step(prompts: PromptBuilder, processor: Processor, store: ScreenshotStore, task: Task, steps: list[Step],
                 observation: Observation) -> tuple[dict, list[str]]:
     """The model inputs of the next step's prompt (Processor.encode fields) and the
-    screenshot keys it shows, in order."""
-    prompt = prompts.build(task, steps, observation)
-    images = [store.get_array(key) for key in prompt.image_keys]
-    return processor.encode(prompt.messages, images), prompt.image_keys
+    screenshot keys it shows, in order.
+
+    A text prompt over prompts.prompt_limit is built again with its page text shorter by
+    the excess: the page gives way (with its cut note), never the task or the steps so
+    far, so a long episode's prompt still fits the sampler's slot."""
+    text_budget = None
+    while True:
+        prompt = prompts.build(task, steps, observation, text_budget)
+        images = [store.get_array(key) for key in prompt.image_keys]
+        encoded = processor.encode(prompt.messages, images)
+        excess = len(encoded["input_ids"]) - prompts.prompt_limit
+        if not prompts.prompt_limit or excess <= 0 or not prompts.shows_text or text_budget == 1:
+            return encoded, prompt.image_keys
+        if text_budget is None:  # the budget the page was shown under; it falls by the excess each round
+            text_budget = prompts.text_budget or prompts.count_tokens(observation.text)
+        text_budget = max(1, text_budget - excess)
 
 
 class ModelPolicy:

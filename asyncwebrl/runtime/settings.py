@@ -44,11 +44,13 @@ def pool_arguments(config) -> dict:
 
 def prompt_builder(config, processor) -> PromptBuilder:
     """The prompts of the model (and of the teacher that writes its demonstrations);
-    page texts are cut at agent.text_budget tokens of the model's own tokenizer."""
+    page texts are cut at agent.text_budget tokens of the model's own tokenizer, and
+    shorter where the whole prompt would leave the response no room in a sampler slot."""
     return PromptBuilder(config.agent.interaction, memory=config.agent.memory,
                          system_message=config.agent.system_message, response_format=config.agent.response_format,
                          observation=config.agent.observation, text_budget=config.agent.text_budget,
-                         count_tokens=lambda text: len(processor.encode_text(text)))
+                         count_tokens=lambda text: len(processor.encode_text(text)),
+                         prompt_limit=config.sampler.capacity - config.sampler.max_new_tokens)
 
 
 def make_environment(config, web: LocalWeb, store: ScreenshotStore):
