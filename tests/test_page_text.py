@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from asyncwebrl.records import LEVELS
+from asyncwebrl.model.tokenizer import Processor
+from asyncwebrl.records import LEVELS, Step
 from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.episode import EpisodeSettings, plan_room
 from asyncwebrl.rollout.http_tab import HttpPool
@@ -17,6 +18,7 @@ from asyncwebrl.rollout.response import format_response
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize
+from asyncwebrl.runtime.model_policy import encode_step
 from asyncwebrl.web.http_page import HttpPage
 from asyncwebrl.web.page_text import cut_lines, parse_page
 from asyncwebrl.web.server import LOGICAL_ORIGIN, LocalWeb
@@ -41,7 +43,7 @@ PAGE = """<!doctype html><html><head><title>Shop &amp; more</title><style>p {col
 
 
 def test_page_text_lines_in_reading_order():
-    page = parse_page(PAGE)
+    page = parse_page(PAGE, ordered=True)
     assert page.title == "Shop & more"
     assert page.lines == [
         '[1] link "Home"',
@@ -69,13 +71,30 @@ def test_page_text_lines_in_reading_order():
 
 
 def test_text_follows_toggles_and_typing():
-    page = parse_page(PAGE)
+    page = parse_page(PAGE, ordered=True)
     terms, slow, quantity = page.elements[5], page.elements[7], page.elements[4]
     terms.state.attrs["checked"] = ""
     quantity.state.attrs["value"] = "3"
     assert '[6] checkbox "Accept the terms" checked=true' in page.lines
     assert '[5] textbox "Quantity" value="3"' in page.lines
     assert slow.checked is False
+
+
+def test_ids_are_shuffled_by_what_the_page_lists():
+    ordered, shuffled = parse_page(PAGE, ordered=True), parse_page(PAGE)
+    ids = [e.id for e in shuffled.elements]
+    assert sorted(ids) == list(range(1, 10)) and ids != list(range(1, 10))
+    assert [e.label for e in shuffled.elements] == [e.label for e in ordered.elements]  # reading order kept
+    assert all(shuffled.element(e.id) is e for e in shuffled.elements) and shuffled.element(10) is None
+    assert [e.id for e in parse_page(PAGE).elements] == ids  # the same page, the same ids
+    typed = PAGE.replace('value="kettle"', 'value="toaster"').replace('value="1"', 'value="7"')
+    assert [e.id for e in parse_page(typed).elements] == ids  # values are not what a page lists
+    relabelled = [e.id for e in parse_page(PAGE.replace('value="Order"', 'value="Buy now"')).elements]
+    assert sorted(relabelled) == sorted(ids) and relabelled != ids
+    # over many pages of one layout, the first element's id takes many values: no position to learn
+    firsts = {parse_page(PAGE.replace("Kettles", f"Kettles {n}").replace("Home", f"Home {n}")).elements[0].id
+              for n in range(40)}
+    assert len(firsts) >= 6
 
 
 def test_cut_lines_marks_the_cut_and_says_where():
@@ -153,6 +172,32 @@ def test_text_prompt_shows_the_page_and_repeats_the_task():
     assert prompt.messages[-2] == {"role": "assistant", "content": trajectory.steps[0].response}
 
 
+def test_a_long_episode_prompt_fits_the_slot_the_page_giving_way():
+    """Twenty failed steps (each summarised with its error) and a long page: the prompt
+    stays within prompt_limit by cutting the page, keeping the task and the steps."""
+    task = generate_tasks("test", 1)[0]
+    processor = Processor.from_pretrained("assets/embedded")
+    count = lambda text: len(processor.encode_text(text))  # noqa: E731
+    error = "tool call is not JSON (Expecting ',' delimiter: line 1 column 123 (char 122))"
+    steps = [Step(index=i, url=task.website, title="Home", screenshot_key="", response="<tool_call>\n{" + "1" * 40,
+                  action={}, action_error=error) for i in range(20)]
+    page = "\n".join(f'[{i}] link "Department of subject number {i}"' for i in range(1, 200))
+    observation = Observation(url=task.website, title="Home", screenshot_key="", elements=[], scroll_y=0,
+                              page_height=0, viewport=(1280, 720), step=20, text=page)
+    builder = PromptBuilder("set_of_marks", observation="text", system_message=False, response_format="action",
+                            text_budget=700, count_tokens=count, prompt_limit=600)
+    encoded, _ = encode_step(builder, processor, ScreenshotStore(), task, steps, observation)
+    text = processor.decode(encoded["input_ids"].tolist())
+    assert len(encoded["input_ids"]) <= 600 < len(processor.encode(builder.build(task, steps, observation).messages,
+                                                                     [])["input_ids"])
+    # the window shows step 20 whole; of the 19 before it, the newest 10 are summarised
+    assert "(steps 1-9 not shown)" in text and "Step 9 on" not in text and "Step 10 on [Home]" in text
+    assert "Step 19 on [Home]" in text and "Step 20. URL" in text
+    assert "(error: tool call is not JSON)" in text and "char 122" not in text  # the error's gist only
+    assert "[... page cut here:" in text and "[1] link" in text and text.rstrip().endswith("assistant")
+    assert f"Task: {task.task_name}" in text.split("Page:")[-1]  # the task still follows the page
+
+
 def parity_sample() -> list:
     """Held-out tasks covering the four site kinds and the three levels."""
     chosen: dict = {}
@@ -196,7 +241,9 @@ def test_step_limits_fit_the_oracle_plan_unless_told_not_to():
 
 
 class ScriptedPolicy:
-    """The same fixed moves in every episode (to walk off the oracle's path)."""
+    """The same fixed moves in every episode (to walk off the oracle's path). A move's
+    element_id k names the page's k-th listed element (in reading order; the ids the page
+    shows are shuffled)."""
 
     def __init__(self, moves: list[dict]):
         self.moves = moves
@@ -206,7 +253,9 @@ class ScriptedPolicy:
 
         class Agent:
             async def act(self, observation, steps):
-                arguments = moves.pop(0) if moves else {"action": "answer", "text": "done"}
+                arguments = dict(moves.pop(0)) if moves else {"action": "answer", "text": "done"}
+                if "element_id" in arguments:
+                    arguments["element_id"] = observation.elements[arguments["element_id"] - 1].mark
                 return Reply(format_response({}, {}, "", "", arguments, "action"))
 
         return Agent()

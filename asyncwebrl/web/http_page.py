@@ -91,8 +91,8 @@ class HttpPage:
 
     # -- acting --------------------------------------------------------------------------
     def control_of(self, element_id: int) -> Control | None:
-        elements = self.page.elements
-        return elements[element_id - 1].control if 1 <= element_id <= len(elements) else None
+        element = self.page.element(element_id)
+        return element.control if element else None
 
     def click(self, control: Control) -> str:
         if control.tag == "a":

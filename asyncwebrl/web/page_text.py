@@ -11,15 +11,21 @@ response body. Both therefore show the model the same bytes for the same page.
     [7] textbox "Search products" value=""   [id] role "label" (+ value= / checked=)
     Name | Price | Colour                    table cells joined by " | "
 
-Ids number the listed elements 1.. in document order; they are what `element_id`
-actions name. The whole page is listed, not only what a viewport would show.
+Ids are what `element_id` actions name: the numbers 1..n of a page's n listed elements,
+shuffled by a hash of what the page lists (its title, roles and labels). Shuffled, since
+a model trained on ids in document order learns positions ("the contact link is [4]")
+that a new layout breaks, where it should read the labels; hashed, so one page always
+gets the same ids (the same under both drivers, and when typing or toggling changes only
+values). The whole page is listed, not only what a viewport would show.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import html.parser
 import json
+import random
 import re
 from typing import Callable
 
@@ -49,7 +55,7 @@ class Control:
     form: int | None  # index of the enclosing form
     text: str = ""  # its own text content (a link's words, a label's words)
     control: int | None = None  # a label: the index (in controls) of the input it wraps
-    id: int = 0  # 1.. when listed; 0 when not (hidden inputs, labels of text fields)
+    id: int = 0  # its element id when listed; 0 when not (hidden inputs, labels of text fields)
 
     @property
     def type(self) -> str:
@@ -109,9 +115,12 @@ class PageElement:
 class ParsedPage:
     title: str
     items: list[str | PageElement]  # reading order: text lines and listed elements
-    elements: list[PageElement]  # listed, by id (elements[i].id == i + 1)
+    elements: list[PageElement]  # listed, in reading order (their ids shuffled)
     controls: list[Control]
     forms: list[Form]
+
+    def element(self, element_id: int) -> PageElement | None:
+        return next((e for e in self.elements if e.id == element_id), None)
 
     @property
     def lines(self) -> list[str]:
@@ -319,7 +328,7 @@ def _field_labels(controls: list[Control]) -> dict[int, str]:
     return labels
 
 
-def _element(controls: list[Control], index: int, element_id: int, labels: dict[int, str]) -> PageElement:
+def _element(controls: list[Control], index: int, labels: dict[int, str]) -> PageElement:
     control = controls[index]
     attrs = control.attrs
     state = control
@@ -334,13 +343,24 @@ def _element(controls: list[Control], index: int, element_id: int, labels: dict[
         label = attrs.get("aria-label") or labels.get(index) or attrs.get("placeholder") or attrs.get("name", "")
     else:
         label = _squash(control.text) or attrs.get("aria-label", "") or attrs.get("title", "")
-    control.id = element_id
-    return PageElement(id=element_id, role=_role(controls, control), label=_squash(label), control=control,
-                       state=state)
+    return PageElement(id=0, role=_role(controls, control), label=_squash(label), control=control, state=state)
 
 
-def parse_page(document: str) -> ParsedPage:
-    """The text observation of an HTML document, and what a driver needs to act on it."""
+def _number(title: str, elements: list[PageElement], ordered: bool) -> None:
+    """Give the listed elements their ids: 1..n, shuffled by a hash of the page's title,
+    roles and labels (or in reading order, for a reader who asks)."""
+    ids = list(range(1, len(elements) + 1))
+    if not ordered:
+        listing = "\n".join([title] + [f"{e.role} {e.label}" for e in elements])
+        random.Random(hashlib.sha256(listing.encode()).digest()).shuffle(ids)
+    for element, element_id in zip(elements, ids):
+        element.id = element.control.id = element_id
+
+
+def parse_page(document: str, *, ordered: bool = False) -> ParsedPage:
+    """The text observation of an HTML document, and what a driver needs to act on it.
+    ordered=True numbers the elements in reading order (for people reading a page; a
+    policy always sees shuffled ids)."""
     reader = _Reader()
     reader.feed(document)
     reader.close()
@@ -350,9 +370,10 @@ def parse_page(document: str) -> ParsedPage:
     elements: list[PageElement] = []
     for item in reader.items:
         if isinstance(item, int):
-            item = _element(reader.controls, item, len(elements) + 1, labels)
+            item = _element(reader.controls, item, labels)
             elements.append(item)
         items.append(item)
+    _number(_squash(reader.title), elements, ordered)
     return ParsedPage(title=_squash(reader.title), items=items, elements=elements, controls=reader.controls,
                       forms=reader.forms)
 
