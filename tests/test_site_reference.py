@@ -12,6 +12,7 @@ import urllib.request
 
 import pytest
 
+from asyncwebrl.web.content import slug as content_slug
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.site import Request
 from asyncwebrl.web.sites import make_site
@@ -100,6 +101,21 @@ def test_difficulty_mix_and_plan_budget(variant):
             assert moves <= {"easy": 7, "medium": 14, "hard": 21}[level], (draft.instruction, moves)
             assert draft.plan[-1]["op"] == "answer"
         assert all(levels[level] >= 4 for level in ("easy", "medium", "hard")), levels
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_plans_follow_only_what_the_task_and_pages_say(variant):
+    """A subject or author page is on a plan only when the task names that subject or
+    author: a route through a book's subject (which no task gives) would teach a guess."""
+    for seed in range(6):
+        site = ReferenceSite(variant, seed)
+        for draft in drafts(site):
+            for move in draft.plan:
+                kind, _, slug = move.get("oid", "").partition(":")
+                if kind in ("subject", "author"):
+                    named = [x for x in (site.subjects if kind == "subject" else site.authors)
+                             if content_slug(x) == slug]
+                    assert named and named[0] in draft.instruction, (move["oid"], draft.instruction)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -362,8 +362,12 @@ class ReferenceSite(Site):
         return values[name]
 
     def _open_record(self, b: Book, subtask: str, rng: random.Random | None) -> list[dict]:
-        """Moves from any page to b's record. With rng=None, the shortest way (search)."""
-        routes = ["search", "subject"] + {1: ["letter"], 2: ["author"], 3: ["advanced"]}[self.variant]
+        """Moves from any page to b's record. With rng=None, the shortest way (search).
+
+        Only routes a reader of the task and the pages could take: by title (search, the
+        title index's letter, advanced search), never through b's subject or author, which
+        the task does not give (a demonstration that takes them teaches a guess)."""
+        routes = ["search"] + {1: ["letter"], 2: [], 3: ["advanced"]}[self.variant]
         route = rng.choice(routes) if rng else "search"
         record = click(f"record:{b.record_id}", f'Open the record of "{b.title}".', subtask)
         if route == "search":
@@ -371,15 +375,9 @@ class ReferenceSite(Site):
         if route == "advanced":
             return [click("advanced", "Open advanced search.", subtask),
                     type_into("adv-title", b.title, f'Search by title for "{b.title}".', subtask), record]
-        if route == "author":
-            return self._open_author(b.author, subtask, "index") + [record]
-        if route == "letter":
-            books = self.listing_order([x for x in self.books if x.filing_title[0] == b.filing_title[0]])
-            moves = [click("home", "Go to the catalogue home page.", subtask),
-                     click(f"letter:{b.filing_title[0]}", f'Browse titles under "{b.filing_title[0]}".', subtask)]
-        else:
-            books = self.in_subject(b.subject)
-            moves = self._open_subject(b.subject, subtask)
+        books = self.listing_order([x for x in self.books if x.filing_title[0] == b.filing_title[0]])
+        moves = [click("home", "Go to the catalogue home page.", subtask),
+                 click(f"letter:{b.filing_title[0]}", f'Browse titles under "{b.filing_title[0]}".', subtask)]
         moves += [click("next", "Go to the next page.", subtask)] * (books.index(b) // self.page_size)
         return moves + [record]
 
