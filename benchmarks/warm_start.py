@@ -1,8 +1,13 @@
 """The warm start the project trains itself: fresh oracle demonstrations -> the embedded
 model, checked on held-out sites as it goes, written as a Hugging Face checkpoint.
 
-    python3 benchmarks/warm_start.py --minutes 8 --workers 14 --out runs/warm_start   # one H200 + 16 cores
-    .venv/bin/python benchmarks/warm_start.py --minutes 30 --workers 1 --out runs/warm_start   # 2 CPU cores
+    # one H200 + 16 cores, as measured (BENCHMARKS.md "Warm start on one H200"): 8 + 6.4 minutes
+    python3 benchmarks/warm_start.py --minutes 7.9 --steps 2600 --workers 13 --row-length 1024 \
+        --text-budget 512 --rows-per-microbatch 64 --out runs/ws_stage1
+    python3 benchmarks/warm_start.py --init runs/ws_stage1/checkpoint --first-seed 50000 --minutes 6.4 \
+        --steps 1900 --workers 13 --row-length 1024 --text-budget 512 --rows-per-microbatch 64 \
+        --warmup-steps 50 --learning-rate 5e-4 --out runs/ws_stage2
+    .venv/bin/python benchmarks/warm_start.py --preset tiny --minutes 30 --workers 1 --out runs/warm_start   # 2 CPU cores
 
 Worker processes run the teacher (the oracle through the model's own prompts: text
 observations, element ids, configs/warm_start.py) on the browser-free driver, each on
@@ -13,8 +18,9 @@ rows per supervised step (masked cross-entropy on the oracle's responses, the le
 them (each row used about once on average; the log says how often), so workers that are
 ahead wait on a short queue and, on a small machine, leave the cores to the trainer.
 
-Every `--probe-every` steps: teacher-forced greedy exact match of whole responses on
-held-out rows, by action (left_click / type / answer). At the end (and every
+Every `--probe-every` steps: teacher-forced greedy exact match of whole responses, by
+action (left_click / type / answer), on held-out rows (test sites: a layout training never
+shows) and on rows of unseen sites of the training layouts (new_sites_exact). At the end (and every
 `--eval-every` steps): closed-loop success on `--eval-tasks` held-out test tasks (the
 model acting greedily through the sampler engine, browser-free), by level. The model
 and its tokenizer go to OUT/checkpoint (save_pretrained), the log to OUT/log.jsonl.
@@ -38,6 +44,7 @@ import numpy as np  # noqa: E402
 
 ACTIONS = ("left_click", "type", "answer")
 SITES_PER_CHUNK = 8  # one seed: every kind and training variant
+PROBE_SEEDS = 1_000_000  # training-layout sites from this seed up are only ever measured on
 
 
 def make_config(args):
@@ -46,6 +53,7 @@ def make_config(args):
     config = warm_start.get_config()
     config.seed = args.seed
     config.sft.learning_rate, config.sft.rows_per_step, config.sft.steps = args.learning_rate, args.rows_per_step, args.steps
+    config.sft.warmup_steps = args.warmup_steps
     config.model.preset, config.model.tokenizer, config.model.path = args.preset, args.tokenizer, args.init
     config.agent.text_budget = args.text_budget
     config.learner.row_length = config.sampler.capacity = args.row_length
@@ -62,6 +70,7 @@ def make_config(args):
 def produce(index: int, workers: int, rows_out, stop, args) -> None:
     """Demonstrations on fresh training sites, seed index, index + workers, ... (each seed:
     every kind and training variant), until told to stop."""
+    os.environ["JAX_PLATFORMS"] = "cpu"  # the teacher needs no accelerator; the trainer has it to itself
     from asyncwebrl.model.tokenizer import Processor
     from asyncwebrl.rollout.screenshots import ScreenshotStore
     from asyncwebrl.runtime.demonstrations import demonstrate, site_tasks, training_site_ids
@@ -73,6 +82,8 @@ def produce(index: int, workers: int, rows_out, stop, args) -> None:
     store, rng = ScreenshotStore(), random.Random(f"warm-start:{args.seed}:{index}")
     seed, parent = args.first_seed + index, os.getppid()
     while not stop.is_set() and os.getppid() == parent:   # (a trainer killed outright leaves no one to stop us)
+        if seed >= PROBE_SEEDS:
+            raise RuntimeError(f"seed {seed} reaches the probe's sites (seeds from {PROBE_SEEDS})")
         sites = training_site_ids(SITES_PER_CHUNK, seed)
         tasks = [t for site in sites for t in site_tasks(site, args.tasks_per_site, rng)]
         # a LocalWeb per chunk: it keeps every site it has served, and these are never seen again
@@ -83,15 +94,22 @@ def produce(index: int, workers: int, rows_out, stop, args) -> None:
         seed += workers
 
 
-def held_out_rows(config, processor, count: int):
-    """Step rows of the oracle on held-out (test) sites: for measuring, never for training."""
+def probe_rows(config, processor, count: int, layouts: str):
+    """Step rows of the oracle for measuring, never for training: on held-out (test) sites
+    (layouts="test": variant 3, a layout training never shows), or on unseen sites of the
+    training layouts (layouts="train": seeds from PROBE_SEEDS, beyond any worker's reach).
+    The gap between the two is what the model learned of the layouts rather than the task."""
     from asyncwebrl.rollout.screenshots import ScreenshotStore
-    from asyncwebrl.runtime.demonstrations import demonstrate
+    from asyncwebrl.runtime.demonstrations import demonstrate, site_tasks, training_site_ids
     from asyncwebrl.web.server import LocalWeb
     from asyncwebrl.web.tasks import generate_tasks
 
-    tasks = random.Random(0).sample(generate_tasks("test", 6), 120)
-    trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore(), tasks, phase="test", progress=None)
+    rng = random.Random(0)
+    if layouts == "test":
+        tasks, phase = rng.sample(generate_tasks("test", 6), 120), "test"
+    else:
+        tasks, phase = [t for site in training_site_ids(32, PROBE_SEEDS) for t in site_tasks(site, 4, rng)], "train"
+    trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore(), tasks, phase=phase, progress=None)
     rows = [(np.asarray(s.prompt_ids, np.int32), np.asarray(s.response_ids, np.int32))
             for t in trajectories if t.success for s in t.steps
             if len(s.prompt_ids) + len(s.response_ids) <= config.learner.row_length]
@@ -181,6 +199,7 @@ def main() -> None:
                         "fresh optimiser and schedule) instead of random weights of --preset")
     parser.add_argument("--tokenizer", default="assets/embedded")
     parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--warmup-steps", type=int, default=100)
     parser.add_argument("--rows-per-step", type=int, default=128)
     parser.add_argument("--tasks-per-site", type=int, default=4)
     parser.add_argument("--text-budget", type=int, default=768, help="page text tokens shown per step")
@@ -225,11 +244,12 @@ def main() -> None:
     model, processor = build_model(config)
     learner = make_learner(config, model, "sft")
     parameters = sum(x.size for x in jax.tree.leaves(learner.state.params))
-    probe = Probe(learner, held_out_rows(config, processor, args.probe_rows), processor)
+    probe = Probe(learner, probe_rows(config, processor, args.probe_rows, "test"), processor)
+    probe_new_sites = Probe(learner, probe_rows(config, processor, args.probe_rows, "train"), processor)
     eval_tasks = select_balanced(generate_tasks("test", config.tasks.test_sites_per_variant), args.eval_tasks, seed=0)
     engine = make_engine(config, learner.model(), processor, temperature=0.0)
     log({"event": "start", "device": str(jax.devices()[0]), "parameters": int(parameters),
-         "vocabulary": len(processor.tokenizer), "probe_rows": len(probe.packed), "eval_tasks": len(eval_tasks),
+         "vocabulary": len(processor.tokenizer), "probe_rows": len(probe.packed), "probe_rows_new_sites": len(probe_new_sites.packed), "eval_tasks": len(eval_tasks),
          **{k: v for k, v in vars(args).items()}})
 
     buffer: collections.deque = collections.deque(maxlen=args.buffer)
@@ -270,11 +290,13 @@ def main() -> None:
             if step == 1 or step % args.probe_every == 0:
                 log({"event": "probe", "step": step, "nll": round(float(measured["nll"]), 4),
                      "rows_produced": produced, "rows_too_long": too_long, "sites": sites, "rows_used": used,
-                     "reuse": round(used / max(produced, 1), 2), "held_out_exact": probe()})
+                     "reuse": round(used / max(produced, 1), 2), "held_out_exact": probe(),
+                     "new_sites_exact": probe_new_sites()})
             if args.eval_every and step % args.eval_every == 0:
                 evaluate(step)
         stop.set()
-        log({"event": "trained", "step": step, "held_out_exact": probe(), "rows_produced": produced, "sites": sites,
+        log({"event": "trained", "step": step, "held_out_exact": probe(), "new_sites_exact": probe_new_sites(),
+             "rows_produced": produced, "sites": sites,
              "rows_used": used, "reuse": round(used / max(produced, 1), 2)})
         evaluate(step)
     checkpoint = os.path.join(args.out, "checkpoint")

@@ -138,6 +138,7 @@ def get_config() -> config_dict.ConfigDict:
     config.sft.demo_tasks = 24  # training tasks the oracle demonstrates
     config.sft.rows_per_step = 2
     config.sft.learning_rate = 2e-3
+    config.sft.warmup_steps = 0  # linear warm-up before the cosine decay (from random weights)
 
     config.rl = config_dict.ConfigDict()
     config.rl.eta = 2  # staleness bound in versions; 0 = synchronous RL

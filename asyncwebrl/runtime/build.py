@@ -119,8 +119,8 @@ def make_learner(config, model: nnx.Module, mode: str) -> Learner:
                            images_per_microbatch=p.images_per_microbatch, patches_per_image=config.sampler.patches_per_image)
     if mode == "sft":
         optimizer = OptimizerSettings(learning_rate=config.sft.learning_rate, weight_decay=opt.weight_decay,
-                                      max_grad_norm=opt.max_grad_norm, total_steps=max(config.sft.steps, 1),
-                                      final_lr_fraction=opt.final_lr_fraction)
+                                      max_grad_norm=opt.max_grad_norm, warmup_steps=config.sft.warmup_steps,
+                                      total_steps=max(config.sft.steps, 1), final_lr_fraction=opt.final_lr_fraction)
         return Learner(model, LearnerSettings(packing=packing, loss=LossSettings(mode="sft"), optimizer=optimizer,
                                               seed=config.seed), mesh=device_meshes(config)[1])
     optimizer = OptimizerSettings(
