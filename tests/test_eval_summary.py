@@ -1,11 +1,13 @@
-"""The evaluation summary (eval.json) and its printouts: no data is null, never 0%."""
+"""The evaluation summary (eval.json), its printouts and the training plot: no data is
+null, never 0%; rates carry their 95% Wilson intervals."""
 
 import json
 
 import pytest
 
 from asyncwebrl.records import Step, Task, Trajectory
-from asyncwebrl.runtime.evaluate import format_table, summarize
+from asyncwebrl.analysis.training_plot import plot_training
+from asyncwebrl.runtime.evaluate import format_table, summarize, wilson_interval
 from asyncwebrl.runtime.rundir import RunDirectory
 from asyncwebrl.runtime.training import closing_summary
 
@@ -25,7 +27,9 @@ def test_an_evaluation_with_nothing_scored_reports_null_not_zero():
                          episode("hard", "answered", None)])
     assert (summary["episodes"], summary["crashed"], summary["blocked"], summary["unknown_reward"]) == (0, 1, 1, 1)
     assert summary["success_rate"] is None
-    assert all(row == {"episodes": 0, "success_rate": None} for row in summary["by_difficulty"].values())
+    assert all(row == {"episodes": 0, "success_rate": None, "interval_95": None}
+               for row in summary["by_difficulty"].values())
+    assert summary["interval_95"] is None
     assert json.loads(json.dumps(summary))["success_rate"] is None   # null in eval.json
 
 
@@ -33,9 +37,9 @@ def test_an_empty_level_is_null_and_an_all_failed_one_is_zero():
     summary = summarize([episode("easy", reward=1.0), episode("easy", reward=0.0, index=1),
                          episode("medium", reward=0.0), episode("medium", "limit", 0.0, index=1)])
     levels = summary["by_difficulty"]
-    assert levels["easy"] == {"episodes": 2, "success_rate": 0.5}
-    assert levels["medium"] == {"episodes": 2, "success_rate": 0.0}     # a real 0%
-    assert levels["hard"] == {"episodes": 0, "success_rate": None}      # no hard task was run
+    assert levels["easy"] == {"episodes": 2, "success_rate": 0.5, "interval_95": [0.0945, 0.9055]}
+    assert levels["medium"] == {"episodes": 2, "success_rate": 0.0, "interval_95": [0.0, 0.6576]}  # a real 0%
+    assert levels["hard"] == {"episodes": 0, "success_rate": None, "interval_95": None}  # no hard task was run
     assert summary["success_rate"] == 0.25
     assert summarize([episode("hard")])["success_rate"] == 0.0
 
@@ -63,7 +67,35 @@ def test_the_closing_summary_shows_a_dash_for_missing_rates(tmp_path, capsys, sk
     run.close()
     printed = capsys.readouterr().out
     assert summary["success_before"] == (None if skipped_before else 0.0)
-    assert f"easy: {'-' if skipped_before else 0.0} -> 1.0" in printed
-    assert "hard: - -> 0.0" in printed and "medium: - -> -" in printed
-    assert f"before -> after RL: {'-' if skipped_before else 0.0} -> 0.5" in printed
+    zero_of_one = "0.0% [0%-79%] of 1"  # the 95% Wilson interval of 0/1
+    assert f"easy: {'-' if skipped_before else zero_of_one} -> 100.0% [21%-100%] of 1" in printed
+    assert f"hard: - -> {zero_of_one}" in printed and "medium: - -> -" in printed
+    assert (f"before -> after RL (95% Wilson interval): {'-' if skipped_before else zero_of_one} -> "
+            "50.0% [9%-91%] of 2") in printed
+    assert summary["interval_95_after"] == [0.0945, 0.9055]
     assert json.loads(json.dumps(summary))["by_difficulty_after"]["medium"]["success_rate"] is None
+    assert summary["plot"] == str(tmp_path / "training.png") and f"plot: {summary['plot']}" in printed
+    with open(summary["plot"], "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_wilson_interval_matches_known_values():
+    assert wilson_interval(0, 0) is None
+    assert wilson_interval(0, 6) == [0.0, 0.3903]      # the embedded default's 0/6
+    assert wilson_interval(15, 60) == [0.1578, 0.3723]
+    low, high = wilson_interval(30, 60)
+    assert abs((low + high) / 2 - 0.5) < 1e-4 and 0.37 < low < 0.38
+
+
+def test_the_training_plot_draws_what_the_records_hold(tmp_path):
+    """Four panels from RL records with a null and a missing value (left out, not drawn as
+    0), and an evaluation that did not run: the PNG is written and differs with the data."""
+    records = [{"update": u, "success_rate": u / 10, "steps_per_episode": 3.0 + u,
+                "response_tokens_per_step": None if u == 2 else 20.0} for u in range(1, 6)]
+    after = summarize([episode("easy", reward=1.0), episode("hard", reward=0.0)])
+    first = plot_training(records, None, after, str(tmp_path / "a.png"))
+    second = plot_training(records[:2], after, after, str(tmp_path / "b.png"))
+    empty = plot_training([], None, None, str(tmp_path / "c.png"))
+    blobs = [open(path, "rb").read() for path in (first, second, empty)]
+    assert all(b.startswith(b"\x89PNG") and len(b) > 10_000 for b in blobs)
+    assert len(set(blobs)) == 3

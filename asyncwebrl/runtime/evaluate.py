@@ -72,6 +72,22 @@ def _success_rate(scored: list[Trajectory]) -> float | None:
     return _mean([float(t.success) for t in scored])
 
 
+def wilson_interval(successes: int, episodes: int, z: float = 1.96) -> list[float] | None:
+    """The Wilson score interval of a success rate (95% at z = 1.96), as [low, high]; None
+    over no episodes. Unlike the normal approximation it stays inside [0, 1] and is not
+    empty at 0/n, which small evaluations (6 or 60 tasks) need."""
+    if episodes == 0:
+        return None
+    rate, z2 = successes / episodes, z * z
+    centre = (rate + z2 / (2 * episodes)) / (1 + z2 / episodes)
+    half = z / (1 + z2 / episodes) * (rate * (1 - rate) / episodes + z2 / (4 * episodes * episodes)) ** 0.5
+    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
+
+
+def _interval_of(scored: list[Trajectory]) -> list[float] | None:
+    return wilson_interval(sum(t.success for t in scored), len(scored))
+
+
 def _percent(rate: float | None) -> str:
     return "-" if rate is None else f"{rate:.1%}"
 
@@ -85,6 +101,7 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
         by_difficulty[level] = {
             "episodes": len(level_scored),
             "success_rate": _success_rate(level_scored),
+            "interval_95": _interval_of(level_scored),
         }
     by_family: dict[str, list[Trajectory]] = {}   # subdomain: a MiniWoB++ page, a WebGym subdomain
     for t in scored:
@@ -93,6 +110,7 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
     summary = {
         "episodes": len(scored),
         "success_rate": _success_rate(scored),
+        "interval_95": _interval_of(scored),  # Wilson
         "by_difficulty": by_difficulty,
         "by_family": {name: {"episodes": len(ts), "success_rate": _success_rate(ts)}
                       for name, ts in sorted(by_family.items())},

@@ -32,6 +32,7 @@ import numpy as np
 
 from asyncwebrl import distributed
 from asyncwebrl.analysis.memory_drift import episode_record, memory_drift_metrics
+from asyncwebrl.analysis.training_plot import plot_training
 from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.records import Task
 from asyncwebrl.rollout.screenshots import ScreenshotStore
@@ -158,6 +159,7 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None) 
     before, after = before or {}, after or {}
     summary = {
         "success_before": before.get("success_rate"), "success_after": after.get("success_rate"),
+        "interval_95_before": before.get("interval_95"), "interval_95_after": after.get("interval_95"),
         "by_difficulty_before": before.get("by_difficulty"), "by_difficulty_after": after.get("by_difficulty"),
         "mean_response_tokens_per_step_after": after.get("mean_response_tokens_per_step"),
         "updates": last.get("update", 0), "episodes": last.get("episodes", 0),
@@ -167,16 +169,31 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None) 
         "steps_per_episode": _rounded(last.get("steps_per_episode"), 1),
         "tokens_per_step": _rounded(last.get("tokens_per_step"), 1),
     }
-    print("[summary] held-out success before -> after RL: "
-          f"{_shown(summary['success_before'])} -> {_shown(summary['success_after'])}")
+    if distributed.is_leader():
+        summary["plot"] = plot_training(records, before or None, after or None, run.file("training.png"))
+    print("[summary] held-out success before -> after RL (95% Wilson interval): "
+          f"{_with_interval(before)} -> {_with_interval(after)}")
     for level, row in after.get("by_difficulty", {}).items():
-        was = before.get("by_difficulty", {}).get(level, {}).get("success_rate")
-        print(f"[summary]   {level}: {_shown(was)} -> {_shown(row['success_rate'])}")
+        print(f"[summary]   {level}: {_with_interval(before.get('by_difficulty', {}).get(level, {}))} -> "
+              f"{_with_interval(row)}")
     print(f"[summary] {summary['updates']} updates, {summary['episodes']} episodes, "
           f"{summary['trajectories_per_hour']} trajectories/h, staleness mean {summary['staleness_mean']} "
           f"max {summary['staleness_max']}, {summary['steps_per_episode']} steps/episode, "
           f"{summary['tokens_per_step']} tokens/step")
+    if summary.get("plot"):
+        print(f"[summary] plot: {summary['plot']}")
     return summary
+
+
+def _with_interval(evaluation: dict) -> str:
+    """"33.3% [10%-70%] of 6" for a success rate, "-" where nothing was scored."""
+    rate, interval = evaluation.get("success_rate"), evaluation.get("interval_95")
+    if rate is None:
+        return "-"
+    shown = f"{rate:.1%}"
+    if interval:
+        shown += f" [{interval[0]:.0%}-{interval[1]:.0%}]"
+    return f"{shown} of {evaluation.get('episodes')}"
 
 
 # ---------------------------------------------------------------- asynchronous RL
@@ -314,8 +331,3 @@ def _rounded(value, digits: int) -> float | None:
 
 def _mean(values) -> float | None:
     return float(np.mean(values)) if values else None
-
-
-def _shown(rate: float | None) -> str:
-    """A success rate for the log; "-" where nothing was scored (or no evaluation ran)."""
-    return "-" if rate is None else str(rate)
