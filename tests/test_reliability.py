@@ -4,15 +4,25 @@ before its fix)."""
 
 import asyncio
 import json
+import socketserver
+import threading
 import time
+import urllib.parse
 
 import pytest
 
 from asyncwebrl.records import Step, Task, Trajectory
-from asyncwebrl.rollout.response import parse_response, response_action
+from asyncwebrl.rollout.episode import EpisodeSettings
+from asyncwebrl.rollout.policies import Reply
+from asyncwebrl.rollout.response import format_response, response_action
 from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.runtime.evaluate import run_tasks, summarize, write_eval
 from asyncwebrl.runtime.rundir import RunDirectory
-from asyncwebrl.tasks.judge import precheck
+from asyncwebrl.tasks.judge import JudgeSettings, LLMJudge, precheck
+from asyncwebrl.tasks.webgym import WebGymEnvironment
+from asyncwebrl.web.evaluator import Judgement
+from asyncwebrl.web.server import LocalWeb
+from asyncwebrl.web.tasks import generate_tasks
 
 TASK = Task(task_id="t1", task_name="Find the price of the blue kettle", website="https://shop.example",
             difficulty=1, evaluator_reference=[{"id": "g", "description": "", "facts": ["price is $24.50"]}])
@@ -60,3 +70,102 @@ def test_a_lone_surrogate_in_a_response_reaches_the_viewer_and_episodes_file(tmp
     assert "\\ud800" in page and "\\udfff" in page
     with open(tmp_path / "run" / "episodes.jsonl", encoding="utf-8") as f:
         assert json.loads(f.readline())["answer"] == answer   # the escape reads back as the same string
+
+
+# -- finding 8: one bad item ends its own episode, never the evaluation ---------------------
+
+class RawEndpoint:
+    """A loopback TCP server that reads one HTTP request and answers `reply` (raw bytes,
+    well-formed HTTP or not), then closes the connection."""
+
+    def __init__(self, reply: bytes):
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                length = 0
+                while (line := self.rfile.readline()) not in (b"\r\n", b"\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                self.rfile.read(length)
+                self.wfile.write(reply)
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("reply, error", [
+    (b"SSH-2.0-OpenSSH_9.6 not http at all\r\n", "BadStatusLine"),
+    (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n{\"choices\"", "IncompleteRead"),
+    (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n\r\n" + b"[" * 200_000,
+     "RecursionError"),
+])
+def test_a_broken_judge_endpoint_makes_the_reward_unknown_not_an_exception(reply, error):
+    endpoint = RawEndpoint(reply)
+    try:
+        judge = LLMJudge(JudgeSettings(base_url=endpoint.url, model="judge", timeout_s=5.0, retries=1, backoff_s=0.01))
+        judgement = asyncio.run(judge.judge(TASK, "The kettle costs $24.50.", [b"png"]))
+    finally:
+        endpoint.close()
+    assert judgement.reward is None and "judge unavailable" in judgement.note and error in judgement.note
+
+
+@pytest.mark.parametrize("depth", [1000, 40_000])
+def test_a_response_nested_too_deeply_is_a_counted_no_op(depth):
+    deep = "[" * depth
+    text = f'Memory: {{"a": {deep}\nProgress: {{}}\n<tool_call>{{"name": "computer_use", "arguments": {deep}</tool_call>'
+    parsed, action = response_action(text, "coordinates")   # RecursionError before
+    assert action.invalid and "nested too deeply" in action.error
+    assert "Memory is not JSON (nested too deeply)" in parsed.errors
+
+
+class Answering:
+    """Answers at once; the "policy-bug" task's agent raises as a buggy policy would."""
+
+    def begin(self, task, *, interaction, episode_id):
+        class Agent:
+            async def act(self, observation, steps):
+                if task.task_id == "policy-bug":
+                    raise KeyError("a bug in the policy")
+                return Reply(format_response({}, {}, "x", "Answer.", {"action": "answer", "text": "It opens at 9:00."}))
+
+        return Agent()
+
+
+class ScriptedJudge:
+    """Scores 1, except for the "judge-bug" task, where the call itself raises."""
+
+    async def judge(self, task, answer, screenshots):
+        if task.task_id == "judge-bug":
+            raise RecursionError("maximum recursion depth exceeded")
+        return Judgement(1.0, [True] * len(task.facts), "")
+
+
+def test_a_blocked_site_a_policy_bug_and_a_judge_bug_end_only_their_episodes(tmp_path):
+    with LocalWeb() as web:
+        start = web.browser_url(generate_tasks("test", 1)[0].website)
+        sites = {"good": start, "judge-bug": start, "policy-bug": start, "blocked": "http://127.0.0.1:9/"}
+        tasks = [Task(task_id=name, task_name="Find the opening hours", website=site, difficulty=1,
+                      evaluator_reference=[{"id": "g", "description": "", "facts": ["opens at 9:00"]}])
+                 for name, site in sites.items()]
+        store = ScreenshotStore()
+        environment = WebGymEnvironment(ScriptedJudge(), store, allow_hosts=[urllib.parse.urlsplit(web.origin).netloc])
+        trajectories, wall = asyncio.run(run_tasks(tasks, Answering(), environment,
+                                                   EpisodeSettings(interaction="coordinates", phase="test"),
+                                                   store=store, concurrency=2, progress=None))
+    by_id = {t.task.task_id: t for t in trajectories}
+    assert [t.task.task_id for t in trajectories] == list(sites)   # every task has its record, in order
+    assert by_id["good"].reward == 1.0
+    assert by_id["judge-bug"].reward is None and "judge failed: RecursionError" in by_id["judge-bug"].judge_note
+    assert by_id["blocked"].outcome == "crashed" and "navigation blocked" in by_id["blocked"].error
+    assert by_id["policy-bug"].outcome == "crashed" and by_id["policy-bug"].error.startswith("KeyError")
+    summary = summarize(trajectories, wall)
+    assert (summary["episodes"], summary["crashed"], summary["unknown_reward"]) == (1, 2, 1)
+    assert summary["crash_reasons"] == {"KeyError": 1, "ValueError": 1}
+    with open(write_eval(str(tmp_path), summary, trajectories)) as f:
+        assert json.load(f)["success_rate"] == 1.0
+    assert store.stats.entries == 0

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import http.client
 import json
 import logging
 import os
@@ -107,8 +108,10 @@ class ChatClient:
                     raise JudgeUnavailable(f"HTTP {error.code} from {self.url} (not retried)") from error
                 problem = f"HTTP {error.code}"
                 continue
-            except (urllib.error.URLError, TimeoutError, OSError, ValueError, KeyError, IndexError, TypeError) as error:
-                problem = f"{type(error).__name__}: {error}"
+            except (urllib.error.URLError, TimeoutError, OSError, ValueError, KeyError, IndexError, TypeError,
+                    http.client.HTTPException,   # not HTTP (BadStatusLine), a short body (IncompleteRead)
+                    RecursionError) as error:    # JSON nested deeper than the decoder's stack
+                problem = f"{type(error).__name__}: {str(error)[:200]}"
                 continue
             found = _VERDICT.findall(text)
             if found and len({v.lower() for v in found}) == 1:   # one verdict, or the same one repeated
