@@ -169,3 +169,67 @@ def test_a_blocked_site_a_policy_bug_and_a_judge_bug_end_only_their_episodes(tmp
     with open(write_eval(str(tmp_path), summary, trajectories)) as f:
         assert json.load(f)["success_rate"] == 1.0
     assert store.stats.entries == 0
+
+
+# -- finding 13: the config is checked before anything is built, each error naming its key ---
+
+def default_config(**overrides):
+    from configs.default import get_config
+
+    config = get_config()
+    for key, value in overrides.items():
+        section, name = key.split(".")
+        config[section][name] = value
+    return config
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("browser.pages_per_browser", 0, "browser.pages_per_browser must be >= 1, got 0"),
+    ("browser.pages", 0, "browser.pages must be >= 1, got 0"),
+    ("eval.num_tasks", -1, "eval.num_tasks must be >= 0, got -1"),
+    ("train.checkpoint_every", 0, "train.checkpoint_every must be >= 1, got 0"),
+    ("train.keep_checkpoints", 0, "train.keep_checkpoints must be >= 1, got 0"),
+    ("rl.eta", -1, "rl.eta must be >= 0, got -1"),
+    ("rl.group_size", 1, "rl.group_size must be >= 2, got 1"),
+    ("rl.groups_per_batch", 0, "rl.groups_per_batch must be >= 1, got 0"),
+    ("rl.max_running_groups", 0, "rl.max_running_groups must be >= 1, got 0"),
+    ("loss.kind", "ppo", "loss.kind must be one of \\('grpo', 'raft'\\), got 'ppo'"),
+    ("loss.normalizer", "tokens", "loss.normalizer must be one of"),
+])
+def test_each_bad_config_value_is_named_by_its_key(key, value, message):
+    from asyncwebrl.runtime.validate import validate_config
+
+    with pytest.raises(ValueError, match=message):
+        validate_config(default_config(**{key: value}))
+
+
+def test_every_shipped_config_passes_validation():
+    import importlib
+
+    from asyncwebrl.runtime.validate import validate_config
+
+    for name in ("default", "instruct", "miniwob", "warm_start", "thinking"):
+        validate_config(importlib.import_module(f"configs.{name}").get_config())
+
+
+def test_the_validated_choices_are_the_learners_own():
+    from asyncwebrl.learner.losses import NORMALIZERS
+    from asyncwebrl.runtime.rows import ADVANTAGE_KINDS
+    from asyncwebrl.runtime.validate import LOSS_KINDS, LOSS_NORMALIZERS
+
+    assert set(LOSS_KINDS) == set(ADVANTAGE_KINDS) and set(LOSS_NORMALIZERS) == set(NORMALIZERS)
+
+
+def test_main_refuses_a_bad_value_before_building_anything(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    workdir = tmp_path / "run"
+    result = subprocess.run([sys.executable, "main.py", "--mode=eval", f"--workdir={workdir}",
+                             "--config.browser.pages_per_browser=0"], cwd=root, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode != 0
+    assert "browser.pages_per_browser must be >= 1, got 0" in result.stderr
+    assert "ZeroDivisionError" not in result.stderr and not workdir.exists()   # nothing was built
