@@ -124,12 +124,15 @@ def test_a_response_nested_too_deeply_is_a_counted_no_op(depth):
 
 
 class Answering:
-    """Answers at once; the "policy-bug" task's agent raises as a buggy policy would."""
+    """Answers at once; the "policy-bug" task's agent waits a step, then raises as a buggy
+    policy would (its first step's screenshot must still be freed)."""
 
     def begin(self, task, *, interaction, episode_id):
         class Agent:
             async def act(self, observation, steps):
                 if task.task_id == "policy-bug":
+                    if not steps:
+                        return Reply(format_response({}, {}, "x", "Wait.", {"action": "wait", "time": 0}))
                     raise KeyError("a bug in the policy")
                 return Reply(format_response({}, {}, "x", "Answer.", {"action": "answer", "text": "It opens at 9:00."}))
 
