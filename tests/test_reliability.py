@@ -34,6 +34,30 @@ def seconds(call, *args):
     return time.perf_counter() - started, result
 
 
+class RawEndpoint:
+    """A loopback TCP server that reads one HTTP request and answers `reply` (raw bytes,
+    well-formed HTTP or not), then closes the connection."""
+
+    def __init__(self, reply: bytes):
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                length = 0
+                while (line := self.rfile.readline()) not in (b"\r\n", b"\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                self.rfile.read(length)
+                self.wfile.write(reply)
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 # -- finding 9: parsing is linear-time and bounded; every writer takes any string -------------
 
 @pytest.mark.parametrize("text", ["\n" * 32_000, " \n" * 32_000, "Memory:" + "\n" * 64_000 + "x"])
@@ -72,31 +96,20 @@ def test_a_lone_surrogate_in_a_response_reaches_the_viewer_and_episodes_file(tmp
         assert json.loads(f.readline())["answer"] == answer   # the escape reads back as the same string
 
 
+def test_reading_the_verdict_of_a_long_blank_reply_is_linear():
+    content = "VERDICT:" + " " * 50_000 + "maybe"
+    data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+    endpoint = RawEndpoint(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                           % (len(data), data))
+    try:
+        judge = LLMJudge(JudgeSettings(base_url=endpoint.url, model="judge", timeout_s=5.0, retries=0))
+        took, judgement = seconds(asyncio.run, judge.judge(TASK, "The kettle costs $24.50.", [b"png"]))
+    finally:
+        endpoint.close()
+    assert took < 1.0 and judgement.reward is None and "no single verdict" in judgement.note
+
+
 # -- finding 8: one bad item ends its own episode, never the evaluation ---------------------
-
-class RawEndpoint:
-    """A loopback TCP server that reads one HTTP request and answers `reply` (raw bytes,
-    well-formed HTTP or not), then closes the connection."""
-
-    def __init__(self, reply: bytes):
-        class Handler(socketserver.StreamRequestHandler):
-            def handle(self):
-                length = 0
-                while (line := self.rfile.readline()) not in (b"\r\n", b"\n", b""):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                self.rfile.read(length)
-                self.wfile.write(reply)
-
-        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
 
 @pytest.mark.parametrize("reply, error", [
     (b"SSH-2.0-OpenSSH_9.6 not http at all\r\n", "BadStatusLine"),
