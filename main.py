@@ -25,6 +25,7 @@ from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize, write_eval
 from asyncwebrl.runtime.settings import episode_settings, make_environment, pool_arguments, screenshot_store
+from asyncwebrl.runtime.validate import validate_config
 from asyncwebrl.tasks.miniwob import miniwob_tasks
 from asyncwebrl.tasks.webgym import load_webgym
 from asyncwebrl.web.server import LocalWeb
@@ -162,6 +163,10 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     config = _CONFIG.value
+    try:   # every value checked before a process group, a directory, a browser or a model exists
+        validate_config(config)
+    except ValueError as error:
+        raise app.UsageError(str(error)) from None
     if not flags.FLAGS["verbosity"].present:   # libraries' info logs drown the progress lines
         logging.set_verbosity(logging.WARNING)
     leader = join_process_group()

@@ -67,3 +67,46 @@ def test_a_bad_row_names_its_line(tmp_path, bad, message):
 def test_unknown_levels_are_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown difficulty levels"):
         load_webgym(write(tmp_path, [row()]), levels=("easy", "expert"))
+
+
+# issue 26, finding 12: every row checked, the file and line named
+
+@pytest.mark.parametrize("bad, message", [
+    (json.dumps(row(task_id="x", evaluator_reference=None, difficulty=2)), "tasks.jsonl:2: no rubric facts"),
+    (json.dumps({k: v for k, v in row(task_id="x", difficulty=2).items() if k != "evaluator_reference"}),
+     "tasks.jsonl:2: no rubric facts"),
+    (json.dumps(row(task_id="x", evaluator_reference=" ", difficulty=1)), "tasks.jsonl:2: no rubric facts"),
+    (json.dumps(row(task_id="x", evaluator_reference=[{"id": "g", "facts": []}], difficulty=1)),
+     "tasks.jsonl:2: no rubric facts"),
+    (json.dumps(row(task_id="x", evaluator_reference=["", " "])), "tasks.jsonl:2: evaluator_reference item 1 is an empty"),
+    (json.dumps(row(task_id="x", evaluator_reference=["a fact", " "])), "tasks.jsonl:2: evaluator_reference item 2"),
+    ('{"task_id": "x", "task_name": "Find it", "website": "a.example", "evaluator_reference": "f", "difficulty": 1e400}',
+     r"tasks.jsonl:2: difficulty inf is not an integer"),
+    (json.dumps(row(task_id={"id": "x"})), "tasks.jsonl:2: task_id must be a string or an integer, not dict"),
+    (json.dumps(row(task_id="x", website=12345)), "tasks.jsonl:2: website must be a string, not int"),
+    (json.dumps(row(task_id="x", task_name=["Find", "it"])), "tasks.jsonl:2: task_name must be a string, not list"),
+    ('{"task_id": "x", "evaluator_reference": ' + "[" * 100_000, "tasks.jsonl:2: maximum recursion depth"),
+])
+def test_a_row_of_the_wrong_shape_names_its_line(tmp_path, bad, message):
+    with pytest.raises(ValueError, match=message):
+        load_webgym(write(tmp_path, [row(), bad]))
+
+
+def test_bad_utf8_names_its_line(tmp_path):
+    path = tmp_path / "tasks.jsonl"
+    path.write_bytes(json.dumps(row()).encode() + b"\n" + json.dumps(row(task_id="x")).encode()[:-2] + b"\xff\xfe\"}\n")
+    with pytest.raises(ValueError, match=r"tasks.jsonl:2: not UTF-8"):
+        load_webgym(str(path))
+
+
+@pytest.mark.parametrize("content", ["", "\n  \n"])
+def test_an_empty_task_file_names_the_file(tmp_path, content):
+    path = tmp_path / "empty.jsonl"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=r"empty.jsonl: no task rows"):
+        load_webgym(str(path))
+
+
+def test_integer_task_ids_are_still_read(tmp_path):
+    (task,), _ = load_webgym(write(tmp_path, [row(task_id=17)]))
+    assert task.task_id == "17"

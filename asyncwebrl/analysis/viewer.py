@@ -119,7 +119,9 @@ def run_index(run_dir: str) -> str:
 
 def _write(path: str, title: str, body: str) -> str:
     partial = path + ".partial"
-    with open(partial, "w", encoding="utf-8") as f:
+    # A model can write any string, a lone surrogate ("\ud800") included, which UTF-8 cannot
+    # encode: shown as its escape rather than failing the page (and the training update).
+    with open(partial, "w", encoding="utf-8", errors="backslashreplace") as f:
         f.write(f'<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
                 f"<style>{_STYLE}</style></head><body>{body}</body></html>")
     os.replace(partial, path)

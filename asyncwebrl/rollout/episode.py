@@ -224,6 +224,11 @@ async def run_episode_in(tab: Tab, task: Task, policy: Policy, *, store: Screens
     except (PlaywrightError, StepHang, TabFailure, PolicyUnavailable) as failure:
         message = str(failure).splitlines()[0] if str(failure) else ""
         outcome, error = "crashed", f"{type(failure).__name__}: {message}"
+    except BaseException:
+        # Anything else propagates (the caller records it: runtime/evaluate.py), and the
+        # trajectory with it: the screenshots its steps hold are freed here or never.
+        store.free([step.screenshot_key for step in steps if step.screenshot_key])
+        raise
     finally:
         store.free(unrecorded)
         error = error or await tab.close()

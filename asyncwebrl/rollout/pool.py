@@ -41,8 +41,14 @@ async def judge_trajectory(environment, trajectory: Trajectory) -> None:
     would not close still is)."""
     if trajectory.outcome == "crashed":
         return
-    judgement = await environment.judge(trajectory.task, trajectory.answer, trajectory.episode_id,
-                                        trajectory.screenshot_keys())
+    try:
+        judgement = await environment.judge(trajectory.task, trajectory.answer, trajectory.episode_id,
+                                            trajectory.screenshot_keys())
+    except Exception as error:   # one judge call's failure is this episode's unknown reward, not the run's end
+        logging.warning("judging task %s failed: %s: %s", trajectory.task.task_id, type(error).__name__, error)
+        trajectory.reward, trajectory.fact_results = None, []
+        trajectory.judge_note = f"judge failed: {type(error).__name__}: {str(error)[:200]}"
+        return
     trajectory.reward, trajectory.fact_results, trajectory.judge_note = (
         judgement.reward, judgement.fact_results, judgement.note)
     if judgement.blocked:   # an anti-bot page: counted apart, never scored

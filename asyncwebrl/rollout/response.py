@@ -31,7 +31,12 @@ RESPONSE_FORMATS = ("memory", "action")
 NOOP_SECONDS = 0.2
 MAX_WAIT_SECONDS = 5.0
 
-_SECTION = re.compile(r"^\s*(Memory|Progress|Intention|Action)\s*:", re.M)
+# Linear time: the indent before a label is whitespace of its own line only. `^\s*` under
+# re.M let every line start scan all the blank lines after it (32k newlines: 15 s).
+_SECTION = re.compile(r"^[^\S\n]*(Memory|Progress|Intention|Action)\s*:", re.M)
+# Far above any response the sampler writes (configs/instruct.py: 4,096 tokens); a longer
+# text is not parsed at all, so no regex or JSON decoder ever sees an unbounded string.
+MAX_RESPONSE_CHARS = 100_000
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
 
 
@@ -100,12 +105,18 @@ def _first_json_object(text: str) -> Any:
     start = text.find("{")
     if start < 0:
         raise ValueError("no JSON object")
-    value, _ = json.JSONDecoder().raw_decode(text[start:])
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text[start:])
+    except RecursionError:   # ~1000 nested brackets exhaust the decoder's stack: not JSON we can use
+        raise ValueError("nested too deeply") from None
     return value
 
 
 def parse_response(text: Any) -> ParsedResponse:
     text = text if isinstance(text, str) else ""
+    if len(text) > MAX_RESPONSE_CHARS:
+        return ParsedResponse(None, None, "", "", None,
+                              [f"response too long ({len(text):,} chars, limit {MAX_RESPONSE_CHARS:,}): no tool call read"])
     errors: list[str] = []
     sections: dict[str, str] = {}
     head = text.split("<tool_call>", 1)[0]

@@ -43,7 +43,10 @@ async def run_tasks(tasks: list[Task], policy: Policy, environment, settings: Ep
 
     async def run_one(index: int, task: Task) -> None:
         nonlocal done
-        trajectory = await pool.run(task, policy)
+        try:
+            trajectory = await pool.run(task, policy)
+        except Exception as error:   # one bad item (a blocked start page, a policy bug) ends its episode only
+            trajectory = crashed_trajectory(task, settings, error)
         if free_screenshots:
             store.free(trajectory.screenshot_keys())
         results[index] = trajectory
@@ -61,6 +64,24 @@ async def run_tasks(tasks: list[Task], policy: Policy, environment, settings: Ep
     if free_screenshots and store.stats.entries:
         logging.warning("screenshot store still holds %d entries after evaluation", store.stats.entries)
     return [t for t in results if t is not None], time.perf_counter() - started
+
+
+def crashed_trajectory(task: Task, settings: EpisodeSettings, error: Exception) -> Trajectory:
+    """The record of an episode that raised instead of ending: crashed, with the reason."""
+    message = str(error).splitlines()[0][:200] if str(error) else ""
+    logging.warning("episode of task %s crashed: %s: %s", task.task_id, type(error).__name__, message)
+    return Trajectory(task=task, steps=[], outcome="crashed", reward=None, step_limit=settings.step_limit(task),
+                      error=f"{type(error).__name__}: {message}")
+
+
+def _crash_reasons(trajectories: list[Trajectory]) -> dict[str, int]:
+    """Crashed episodes by the kind of failure (the error's name, before its message)."""
+    reasons: dict[str, int] = {}
+    for t in trajectories:
+        if t.outcome == "crashed":
+            reason = t.error.split(":", 1)[0] or "unknown"
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return dict(sorted(reasons.items()))
 
 
 def _mean(values: list[float]) -> float | None:
@@ -115,6 +136,7 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
         "by_family": {name: {"episodes": len(ts), "success_rate": _success_rate(ts)}
                       for name, ts in sorted(by_family.items())},
         "crashed": sum(t.outcome == "crashed" for t in trajectories),
+        "crash_reasons": _crash_reasons(trajectories),
         "blocked": sum(t.outcome == "blocked" for t in trajectories),
         "unknown_reward": sum(t.outcome in SCORED_OUTCOMES and t.reward is None for t in trajectories),
         "mean_steps_success": _mean([len(t.steps) for t in scored if t.success]),

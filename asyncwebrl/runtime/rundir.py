@@ -32,7 +32,9 @@ class RunDirectory:
         self.path = path
         os.makedirs(path, exist_ok=True)
         self._metrics = open(os.path.join(path, "metrics.jsonl"), "a")
-        self._episodes = open(os.path.join(path, "episodes.jsonl"), "a")
+        # ensure_ascii=False lines hold the model's text as written, lone surrogates included:
+        # those are written as their JSON escape ("\ud800"), which reads back as the same string.
+        self._episodes = open(os.path.join(path, "episodes.jsonl"), "a", encoding="utf-8", errors="backslashreplace")
         self._events = None
         if tensorboard:
             from tensorboardX import SummaryWriter  # imported here: only training runs write events

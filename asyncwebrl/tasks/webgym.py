@@ -10,8 +10,9 @@ normalised here and nowhere else:
   - evaluator_reference: a list of fact groups {id, description, facts: [...]}, a list of
     strings (one fact each, in one group), or one string (one fact);
   - website: "https://" is added when the row names a bare host.
-A row that cannot be read raises ValueError naming the file and line; rows are never
-dropped silently (blank lines and rows outside `levels` are counted in the report).
+A row that cannot be read (not UTF-8, not JSON, a field of the wrong type, no rubric
+fact) raises ValueError naming the file and line, and a file with no rows raises naming
+the file; rows are never dropped silently (blank lines and rows outside `levels` are counted in the report).
 
 WebGymEnvironment runs such tasks on their own sites in the browser pool and scores them
 with the LLM judge (asyncwebrl/tasks/judge.py) from the episode's screenshots.
@@ -51,10 +52,13 @@ def fact_groups(reference, task_id: str) -> list[dict]:
     if reference is None or reference == "" or reference == []:
         return []
     if isinstance(reference, str):
-        return [{"id": f"{task_id}-1", "description": "", "facts": [reference]}]
+        return [{"id": f"{task_id}-1", "description": "", "facts": [reference]}] if reference.strip() else []
     if not isinstance(reference, list):
         raise ValueError(f"evaluator_reference must be a list or a string, not {type(reference).__name__}")
     if all(isinstance(item, str) for item in reference):
+        empty = [number for number, fact in enumerate(reference, 1) if not fact.strip()]
+        if empty:   # a blank fact is a check the judge can only pass
+            raise ValueError(f"evaluator_reference item {empty[0]} is an empty fact")
         return [{"id": f"{task_id}-1", "description": "", "facts": list(reference)}]
     groups = []
     for number, group in enumerate(reference, 1):
@@ -78,21 +82,36 @@ def start_url(website: str) -> str:
     return website
 
 
+def _check_types(row: dict) -> None:
+    """The identifying fields are text (a released task_id may be a number): str() of a dict
+    or of a number would make a task id or a website out of anything."""
+    task_id = row["task_id"]
+    if isinstance(task_id, bool) or not isinstance(task_id, (str, int)):
+        raise ValueError(f"task_id must be a string or an integer, not {type(task_id).__name__}")
+    for name in ("task_name", "website"):
+        if not isinstance(row[name], str):
+            raise ValueError(f"{name} must be a string, not {type(row[name]).__name__}")
+
+
 def task_from_row(row: dict) -> Task:
     if not isinstance(row, dict):
         raise ValueError(f"a row must be a JSON object, not {type(row).__name__}")
     missing = [name for name in REQUIRED if not str(row.get(name) or "").strip()]
     if missing:
         raise ValueError(f"missing or empty {', '.join(missing)}")
+    _check_types(row)
     task_id = str(row["task_id"])
     groups = fact_groups(row.get("evaluator_reference"), task_id)
     facts = sum(len(group["facts"]) for group in groups)
+    if not facts:   # the judge checks facts: with none, any grounded answer would score 1.0
+        raise ValueError("no rubric facts (evaluator_reference is missing or empty); "
+                         "a task needs at least one rubric fact")
     difficulty = row.get("difficulty")
     if difficulty is None or difficulty == "":
         difficulty = facts   # the number of rubric facts is what difficulty means
     try:
         difficulty = int(difficulty)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):   # OverflowError: 1e400 reads as infinity
         raise ValueError(f"difficulty {row.get('difficulty')!r} is not an integer") from None
     if difficulty < 1:
         raise ValueError(f"difficulty {difficulty} (a task needs at least one rubric fact)")
@@ -109,15 +128,19 @@ def load_webgym(path: str, *, levels=LEVELS) -> tuple[list[Task], LoadReport]:
         raise ValueError(f"unknown difficulty levels {sorted(unknown)}; the levels are {LEVELS}")
     report = LoadReport(path=path)
     tasks, seen = [], {}
-    with open(path, encoding="utf-8") as f:
-        for line_number, line in enumerate(f, 1):
+    with open(path, "rb") as f:   # bytes: a line that is not UTF-8 is reported with its number
+        for line_number, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path}:{line_number}: not UTF-8 ({error})") from None
             if not line.strip():
                 report.blank_lines += 1
                 continue
             report.rows += 1
             try:
                 task = task_from_row(json.loads(line))
-            except (json.JSONDecodeError, ValueError) as error:
+            except (ValueError, RecursionError) as error:   # RecursionError: JSON nested too deeply
                 raise ValueError(f"{path}:{line_number}: {error}") from error
             if task.task_id in seen:
                 raise ValueError(f"{path}:{line_number}: task_id {task.task_id!r} already on line {seen[task.task_id]}")
@@ -128,6 +151,8 @@ def load_webgym(path: str, *, levels=LEVELS) -> tuple[list[Task], LoadReport]:
             tasks.append(task)
             report.kept += 1
             report.by_level[task.level] += 1
+    if not report.rows:
+        raise ValueError(f"{path}: no task rows (the file is empty or blank)")
     return tasks, report
 
 

@@ -1,0 +1,52 @@
+"""The config's values checked before anything is built (main.py calls validate_config
+first): a bad value is one ValueError naming its key, not a ZeroDivisionError deep in the
+pool, a run that evaluates every task, or a loss kind refused after the model is built
+and the first group collected. No JAX here: evaluating the oracle must not load it."""
+
+from __future__ import annotations
+
+# runtime/rows.py's ADVANTAGE_KINDS and learner/losses.py's NORMALIZERS (both modules
+# import JAX; tests/test_reliability.py checks the copies agree)
+LOSS_KINDS = ("grpo", "raft")
+LOSS_NORMALIZERS = ("traj", "const")
+
+# key -> the least value it takes: a count that must be at least 1, or a bound that may be 0
+MINIMUMS = {
+    "browser.pages": 1,
+    "browser.pages_per_browser": 1,   # the pool divides by it
+    "eval.num_tasks": 0,              # 0: no evaluation; negative would slice off the end
+    "train.checkpoint_every": 1,      # an update modulo it
+    "train.keep_checkpoints": 1,      # 0 deleted every checkpoint as it was written
+    "rl.eta": 0,                      # 0 = synchronous RL
+    "rl.group_size": 2,               # the advantage is relative to the group
+    "rl.groups_per_batch": 1,
+    "rl.max_running_groups": 1,
+}
+CHOICES = {
+    "loss.kind": LOSS_KINDS,
+    "loss.normalizer": LOSS_NORMALIZERS,
+}
+
+
+def _value(config, key: str):
+    value = config
+    for part in key.split("."):
+        value = value[part]
+    return value
+
+
+def _check_minimum(key: str, value, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{key} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{key} must be >= {minimum}, got {value}")
+
+
+def validate_config(config) -> None:
+    """Raise ValueError("browser.pages_per_browser must be >= 1, got 0") for the first bad value."""
+    for key, minimum in MINIMUMS.items():
+        _check_minimum(key, _value(config, key), minimum)
+    for key, choices in CHOICES.items():
+        value = _value(config, key)
+        if value not in choices:
+            raise ValueError(f"{key} must be one of {choices}, got {value!r}")
