@@ -1,5 +1,7 @@
 """Properties every kind of local site must have, and the shop's own behaviour."""
 
+import dataclasses
+import sys
 import urllib.parse
 
 import pytest
@@ -39,6 +41,38 @@ def test_variants_of_a_kind_look_different(kind):
     assert len(set(homes)) == 3
     styles = [home.split(b"<style>")[1].split(b"</style>")[0] for home in homes]
     assert len(set(styles)) == 3
+
+
+def _labels(words) -> dict:
+    return dict(words) if isinstance(words, dict) else dataclasses.asdict(words)
+
+
+def _variant_words(cls, variant: int) -> dict:
+    """A variant's own wording, as its module's WORDING table writes it."""
+    table = sys.modules[cls.__module__].WORDING
+    if variant in table:
+        return _labels(table[variant])
+    return {name: texts[variant - 1] for name, texts in table.items()}   # forms: name -> one text per variant
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_training_sites_mix_the_training_wordings_and_test_sites_keep_their_own(kind):
+    """A training site's labels come, label by label, from the training variants (so no
+    label goes with one layout); a test site shows its own variant's words, which no
+    training site shows."""
+    cls = site_class(kind)
+    own = {v: _variant_words(cls, v) for v in (1, 2)}
+    test_words = _variant_words(cls, 3)
+    assert _labels(cls(3, 1000).words) == _labels(cls(3, 1001).words) == test_words   # test sites: their own
+    mixes = set()
+    for variant in (1, 2):
+        for seed in range(12):
+            labels = _labels(cls(variant, seed).words)
+            assert all(labels[name] in (own[1][name], own[2][name]) for name in labels)
+            training_only = {name for name in labels if test_words[name] not in (own[1][name], own[2][name])}
+            assert all(labels[name] != test_words[name] for name in training_only)
+            mixes.add(tuple(sorted((k, str(v)) for k, v in labels.items())))
+    assert len(mixes) >= 12   # 24 sites: many mixes, not the two variants' own
 
 
 def test_shop_pagination_and_listing_order():

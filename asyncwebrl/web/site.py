@@ -145,6 +145,23 @@ class Site:
     def site_id(self) -> str:
         return site_id_of(self.kind, self.variant, self.seed)
 
+    def wording(self, by_variant: dict[int, Any]) -> Any:
+        """This site's labels, from a kind's wording per variant (a dataclass of labels, or
+        a dict label name -> text).
+
+        A test site keeps its own variant's. A training site draws each label from one of
+        the training variants (fixed by its id, apart from its content's random stream):
+        otherwise each label goes with one layout, and a policy can learn the layout in
+        place of the label. Test sites stay as they were, with words training never shows."""
+        own = by_variant[self.variant]
+        if self.split != "train":
+            return own
+        rng = random.Random(f"wording:{self.site_id}")
+        if isinstance(own, dict):
+            return {name: by_variant[rng.choice(TRAIN_VARIANTS)][name] for name in own}
+        labels = {f.name: getattr(by_variant[rng.choice(TRAIN_VARIANTS)], f.name) for f in dataclasses.fields(own)}
+        return dataclasses.replace(own, **labels)
+
     @property
     def base_path(self) -> str:
         return f"/{self.site_id}"

@@ -120,7 +120,7 @@ class DirectorySite(Site):
     def __init__(self, variant: int, seed: int):
         super().__init__(variant, seed)
         rng = self.rng
-        self.words = WORDING[variant]
+        self.words = self.wording(WORDING)
         self.page_size = PAGE_SIZE[variant]
         self.org_type = rng.choice(sorted(ORG_TYPES))
         unit_names, (head_title,), single_roles, common_roles = (part.split("|") for part in ORG_TYPES[self.org_type])

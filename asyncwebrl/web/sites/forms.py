@@ -131,7 +131,7 @@ class FormsSite(Site):
         super().__init__(variant, seed)
         rng = self.rng
         self.brand = f"{rng.choice(content.ADJECTIVES)} {rng.choice(['Community Centre', 'Civic Centre', 'Arts House', 'Town Hall'])}"
-        self.words = {key: texts[variant - 1] for key, texts in WORDING.items()}
+        self.words = self.wording({v: {key: texts[v - 1] for key, texts in WORDING.items()} for v in (1, 2, 3)})
         capacities = sorted(rng.sample([8, 12, 16, 20, 24, 30, 40, 60, 80], 5))
         self.rooms = [Room(name, rng.choice(FLOORS), cap, rng.randint(3, 30) * 500)
                       for name, cap in zip(rng.sample(ROOM_NAMES, 5), capacities)]

@@ -134,7 +134,7 @@ class ReferenceSite(Site):
         rng = self.rng
         town = rng.choice(content.CITIES)
         self.brand = {1: f"Library of {town}", 2: f"{town} Public Library", 3: f"{town} University Library"}[variant]
-        self.words = WORDING[variant]
+        self.words = self.wording(WORDING)
         self.page_size = PAGE_SIZE[variant]
         self.subjects = sorted(rng.sample(list(SUBJECTS), 7))
         publishers = rng.sample(PUBLISHERS, 8)

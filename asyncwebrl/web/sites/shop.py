@@ -91,7 +91,7 @@ class ShopSite(Site):
         super().__init__(variant, seed)
         rng = self.rng
         self.brand = f"{rng.choice(content.ADJECTIVES)} {rng.choice(SHOP_NAMES)}"
-        self.words = WORDING[variant]
+        self.words = self.wording(WORDING)
         self.page_size = PAGE_SIZE[variant]
         used_codes: set[str] = set()
         used_names: set[str] = set()
