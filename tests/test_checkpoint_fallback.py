@@ -4,6 +4,7 @@ from scratch unless told to. Real orbax on disk, with a tiny pytree for the stat
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -13,6 +14,9 @@ import numpy as np
 import pytest
 
 from asyncwebrl.learner.checkpoints import CheckpointStore, NoReadableCheckpoint
+from asyncwebrl.runtime import training
+from asyncwebrl.runtime.rundir import RunDirectory
+from configs.default import get_config
 
 
 def tiny_state(scale: float) -> dict:
@@ -115,3 +119,57 @@ def test_a_given_step_is_read_or_its_error_raised(two_checkpoints):
 def test_an_empty_directory_restores_nothing(tmp_path):
     with CheckpointStore(tmp_path / "checkpoints") as store:
         assert store.restore(tiny_state(0)) is None
+
+
+# ------------------------------------------------------------------ no checkpoint, but metrics
+
+def write_metrics(path, records, tail=""):
+    with open(path, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+        f.write(tail)
+
+
+RL_RECORDS = [{"phase": "sft", "step": 1}, {"phase": "rl", "update": 1}, {"phase": "rl", "update": 2}]
+
+
+def test_metrics_without_checkpoints_refuse_a_fresh_start(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    write_metrics(metrics, RL_RECORDS, tail='{"phase": "rl", "upd')   # a crash cut the last line
+    with pytest.raises(RuntimeError) as raised:
+        training.check_fresh_start(str(metrics), tmp_path / "checkpoints", restart=False)
+    message = str(raised.value)
+    assert "updates up to 2" in message and "holds no checkpoint" in message
+    assert "--config.train.restart=True" in message
+
+
+def test_restart_starts_again_from_scratch_saying_so(tmp_path, caplog):
+    metrics = tmp_path / "metrics.jsonl"
+    write_metrics(metrics, RL_RECORDS)
+    with caplog.at_level(logging.WARNING):
+        training.check_fresh_start(str(metrics), tmp_path / "checkpoints", restart=True)
+    assert any("train.restart=True" in r.getMessage() and "from scratch" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("records", [None, [], [{"phase": "sft", "step": 1}]], ids=["no file", "empty", "sft only"])
+def test_a_workdir_without_rl_records_starts_fresh(tmp_path, records, caplog):
+    metrics = tmp_path / "metrics.jsonl"
+    if records is not None:
+        write_metrics(metrics, records)
+    with caplog.at_level(logging.WARNING):
+        training.check_fresh_start(str(metrics), tmp_path / "checkpoints", restart=False)
+    assert not caplog.records
+
+
+def test_training_refuses_before_building_the_model(tmp_path, monkeypatch):
+    """The decision is wired into the train flow, ahead of the (slow) model build: a workdir
+    whose checkpoints/ was deleted used to start again at update 1 silently."""
+    def build_model(config):
+        raise AssertionError("the model was built: the run went on from scratch")
+    monkeypatch.setattr(training, "build_model", build_model)
+    run = RunDirectory(str(tmp_path), tensorboard=False)
+    write_metrics(tmp_path / "metrics.jsonl", RL_RECORDS)
+    try:
+        with CheckpointStore(run.file("checkpoints")) as store, pytest.raises(RuntimeError, match="holds no checkpoint"):
+            training._train(get_config(), run, None, store, [], [])
+    finally:
+        run.close()
