@@ -129,6 +129,9 @@ def get_config() -> config_dict.ConfigDict:
     config.train.max_updates = 3  # RL updates (learner versions published)
     config.train.checkpoint_every = 1  # updates between checkpoints (and one on SIGTERM)
     config.train.keep_checkpoints = 2
+    # True: a workdir whose metrics.jsonl records RL updates but which holds no checkpoint
+    # starts again from scratch (with a warning); False: such a run refuses to start
+    config.train.restart = False
     # write W/fingerprint.<process>, a hash of the final global parameters (equal on every
     # process of a multi-process run; launch/local_multiprocess.sh turns it on)
     config.train.fingerprint = False

@@ -9,7 +9,9 @@
 
 A run restarted on the same workdir resumes from its latest checkpoint: parameters,
 optimiser state, version, the task sampler's position and the group counters come back
-(and the warm start and the "before" evaluation are not repeated).
+(and the warm start and the "before" evaluation are not repeated). An unreadable newest
+checkpoint is reported and the one before it used; a workdir whose metrics show RL updates
+but which holds no checkpoint refuses to start from scratch unless config.train.restart.
 
 As several processes (asyncwebrl/distributed.py) every process collects with its own
 browsers and sampler, demonstrations and evaluation episodes are split between them and
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import random
 import signal
@@ -57,9 +60,11 @@ def train(config, workdir: str, train_tasks: list[Task], test_tasks: list[Task])
 
 
 def _train(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStore, train_tasks, test_tasks) -> dict:
+    if checkpoints.latest_step() is None:   # decided before the model is built: a refusal comes at once
+        check_fresh_start(run.file("metrics.jsonl"), checkpoints.directory, restart=config.train.restart)
     model, processor = build_model(config)
     learner = make_learner(config, model, "rl")
-    restored = checkpoints.restore(learner.state)
+    restored = checkpoints.restore(learner.state, set_aside_unreadable=True)
     if restored is None:
         if config.sft.steps > 0:
             model = warm_start(config, run, web, processor, model, train_tasks)
@@ -91,6 +96,42 @@ def _train(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStor
     summary = closing_summary(run, before, after)
     run.write_json("summary.json", summary)
     return summary
+
+
+def check_fresh_start(metrics_path: str, checkpoint_directory, *, restart: bool) -> None:
+    """A workdir without a checkpoint starts from scratch, unless its metrics show an RL
+    run already went on there (its checkpoints were deleted or never reached this disk):
+    starting again would then go on writing update 1, 2... after the old updates. That
+    refuses to start, or with `restart` (config.train.restart) starts again, saying so."""
+    last = last_rl_update(metrics_path)
+    if last is None:
+        return
+    if not restart:
+        raise RuntimeError(f"{metrics_path} records RL updates up to {last} but {checkpoint_directory} holds no "
+                           "checkpoint to resume from: refusing to start again from scratch (set "
+                           "--config.train.restart=True to do so, or use another --workdir)")
+    logging.warning("train.restart=True: %s records RL updates up to %d and %s holds no checkpoint; starting "
+                    "again from scratch (the new updates are appended after the old ones)",
+                    metrics_path, last, checkpoint_directory)
+
+
+def last_rl_update(metrics_path: str) -> int | None:
+    """The highest update of the RL records in metrics.jsonl, or None if it has none (or
+    does not exist). A line that does not parse is skipped: a crash can cut the last one."""
+    try:
+        with open(metrics_path) as f:
+            lines = f.readlines()
+    except FileNotFoundError:
+        return None
+    updates = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and record.get("phase") == "rl" and "update" in record:
+            updates.append(record["update"])
+    return max(updates, default=None)
 
 
 # ---------------------------------------------------------------- warm start
