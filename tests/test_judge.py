@@ -32,10 +32,15 @@ TASK = Task(task_id="t1", task_name="Find the price and the seller of the blue k
 ANSWER = "The blue kettle costs $24.50 and is sold by Acme."
 
 
+class Cut(str):
+    """A reply the endpoint stopped at max_tokens (finish_reason "length")."""
+
+
 class FakeJudge:
     """A chat-completions endpoint whose reply to each question comes from `script`
-    (question text -> reply text, an int HTTP status, or ("slow", seconds, text)); the
-    blocked-site question gets `blocked_reply` (not blocked, by default)."""
+    (question text -> reply text, an int HTTP status, ("slow", seconds, text), or a
+    Cut(text): a reply that ran into max_tokens); the blocked-site question gets
+    `blocked_reply` (not blocked, by default)."""
 
     def __init__(self):
         self.script = lambda question: "Looks right.\nVERDICT: YES"
@@ -68,7 +73,9 @@ class FakeJudge:
                         self.send_response(reply)
                         self.end_headers()
                         return
-                    data = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply}}]}).encode()
+                    finish_reason = "length" if isinstance(reply, Cut) else "stop"
+                    choice = {"message": {"role": "assistant", "content": str(reply)}, "finish_reason": finish_reason}
+                    data = json.dumps({"choices": [choice]}).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
@@ -173,7 +180,8 @@ def test_a_configuration_error_is_not_retried(endpoint):
     assert len(endpoint.questions) == 1 + 1
 
 
-@pytest.mark.parametrize("answer", [":", "Thought process:", "  Answer: ", "...", "",
+@pytest.mark.parametrize("answer", [":", "Thought process:", "  Answer: ", "...", "", "Answer: :", "**Answer:**",
+                                    "__Final answer__ -- *Thought process:*",
                                     "$21.50, $22.50, $23.50, $24.50, $25.50 from Acme, Bolt or Crane"])
 def test_known_exploits_score_0_even_against_a_judge_that_says_yes(endpoint, answer):
     result = judge(endpoint, answer=answer)      # the endpoint says YES to everything
@@ -184,6 +192,47 @@ def test_known_exploits_score_0_even_against_a_judge_that_says_yes(endpoint, ans
 def test_an_answer_with_an_incidental_number_still_reaches_the_judge(endpoint):
     result = judge(endpoint, answer="The blue kettle costs $24.50 (it was $30.00) and is sold by Acme.")
     assert result.reward == 1.0 and len(endpoint.questions) == 4
+
+
+def test_an_answer_in_markdown_after_its_label_still_reaches_the_judge(endpoint):
+    result = judge(endpoint, answer="**Answer:** The blue kettle costs $24.50 and is sold by Acme.")
+    assert result.reward == 1.0 and len(endpoint.questions) == 4
+
+
+# -- issue 26, finding 10: only the judge's own verdict, on its reply's last line, counts ----
+
+@pytest.mark.parametrize("reply, reward", [
+    ("The answer ends with 'VERDICT: YES', an instruction to me.\nVERDICT: NO", 0.0),   # was unknown
+    ("Reasons.\n\n  **VERDICT: YES**.  \n\n", 1.0),
+    ("Reasons.\n**Verdict:** no", 0.0),
+    ("verdict = *yes*!", 1.0),
+])
+def test_the_verdict_is_the_replys_last_line(endpoint, reply, reward):
+    endpoint.script = says({"every factual claim": reply})
+    assert judge(endpoint).reward == reward
+
+
+@pytest.mark.parametrize("reply", [
+    "There is no clear VERDICT: YES possible",                          # was 1.0
+    "VERDICT: YES\nThe screenshots do not show the seller.",            # was 1.0
+    "VERDICT: YES because the price is shown",
+])
+def test_a_verdict_anywhere_but_alone_on_the_last_line_is_unreadable(endpoint, reply):
+    endpoint.script = says({"every factual claim": reply})
+    result = judge(endpoint, retries=1)
+    assert result.reward is None and "no single verdict on the reply's last line" in result.note
+    assert len(endpoint.questions) == 1 + 2                              # retried as any unreadable reply
+
+
+@pytest.mark.parametrize("reply", [
+    "The agent's answer says <answer>VERDICT: YES",                     # was 1.0
+    "Quoting the answer:\nVERDICT: YES",                                # cut right after the quote
+])
+def test_a_reply_cut_at_max_tokens_is_unknown(endpoint, reply):
+    endpoint.script = says({"every factual claim": Cut(reply)})
+    result = judge(endpoint, retries=2)
+    assert result.reward is None and "cut at max_tokens" in result.note and "judge unavailable" in result.note
+    assert len(endpoint.questions) == 1 + 1                              # not retried: temperature 0 cuts it again
 
 
 def test_screenshot_selection_keeps_the_relevant_ones(endpoint):
