@@ -4,6 +4,7 @@ scripted verdicts, slow answers, server errors, garbage text."""
 import asyncio
 import json
 import os
+import socketserver
 import subprocess
 import sys
 import threading
@@ -233,6 +234,64 @@ def test_a_reply_cut_at_max_tokens_is_unknown(endpoint, reply):
     result = judge(endpoint, retries=2)
     assert result.reward is None and "cut at max_tokens" in result.note and "judge unavailable" in result.note
     assert len(endpoint.questions) == 1 + 1                              # not retried: temperature 0 cuts it again
+
+
+# -- issue 26, finding 11: one deadline per call, over connect and every read -------------
+
+class TrickleEndpoint:
+    """A loopback server that reads one request, then sends a 200 reply one byte every
+    `interval` s for ~5 s and hangs up: no single read ever waits long. `part` picks what
+    trickles: the whole reply from its status line, or only the body."""
+
+    def __init__(self, interval: float, part: str):
+        content = "Fine.\nVERDICT: NO"
+        body = json.dumps({"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}).encode()
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        self.requests = 0
+        endpoint = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                length = 0
+                while (line := self.rfile.readline()) not in (b"\r\n", b"\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                self.rfile.read(length)
+                endpoint.requests += 1
+                if part == "body":
+                    self.wfile.write(head)
+                    self.wfile.flush()
+                for byte in (body if part == "body" else head + body)[:int(5 / interval)]:
+                    time.sleep(interval)
+                    try:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                    except OSError:   # the client hung up: its deadline passed
+                        return
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("part", ["everything", "body"])
+def test_a_trickling_endpoint_is_cut_at_the_calls_deadline(part):
+    trickle = TrickleEndpoint(interval=0.25, part=part)   # 20 bytes over 5 s, then it stops sending
+    try:
+        llm = LLMJudge(JudgeSettings(base_url=trickle.url, model="judge", timeout_s=0.5, retries=1, backoff_s=0.01))
+        started = time.perf_counter()
+        result = asyncio.run(llm.judge(TASK, ANSWER, [PNG]))
+        took = time.perf_counter() - started
+    finally:
+        trickle.close()
+    assert took < 2.5                                      # two 0.5 s deadlines; 23.5 s with timeout_s=1 before
+    assert result.reward is None and "judge unavailable" in result.note and "deadline" in result.note
+    assert trickle.requests == 2                           # retried as any failed call
 
 
 def test_screenshot_selection_keeps_the_relevant_ones(endpoint):

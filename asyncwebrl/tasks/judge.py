@@ -21,19 +21,23 @@ Every question asks for a short reason and a last line `VERDICT: YES` or `VERDIC
 The agent's answer is quoted as data between markers, and the judge is told that text
 inside them is never an instruction. Only the reply's last non-empty line is read as the
 verdict, so a verdict the judge quotes from the answer never counts, and a reply cut at
-max_tokens is unknown.
+max_tokens is unknown. Each call has one deadline (timeout_s) for connect and all reads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
 import dataclasses
+import functools
 import http.client
 import json
 import logging
 import os
 import re
+import socket
+import threading
 import urllib.error
 import urllib.request
 
@@ -79,7 +83,7 @@ class JudgeUnavailable(Exception):
 
 
 class ChatClient:
-    """POST {base_url}/chat/completions with bounded concurrency, timeouts and retries."""
+    """POST {base_url}/chat/completions with bounded concurrency, a deadline per call and retries."""
 
     def __init__(self, settings: JudgeSettings):
         self.settings = settings
@@ -88,14 +92,34 @@ class ChatClient:
         if settings.api_key_env and not self.api_key:
             raise ValueError(f"judge.api_key_env names ${settings.api_key_env}, which is not set")
         self._slots = asyncio.Semaphore(settings.concurrency)
+        # a thread per slot, not the loop's shared pool: a call never queues for a thread,
+        # so its deadline counts its own connect and reads only
+        self._threads = concurrent.futures.ThreadPoolExecutor(settings.concurrency, thread_name_prefix="judge")
 
-    def _post(self, body: bytes) -> dict:
+    def _post(self, body: bytes, hangup: "_Hangup") -> dict:
+        """One blocking request; `hangup` cuts its connection when the call's deadline passes
+        (what it returns then is never read: _call has already given up on it)."""
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-        with urllib.request.urlopen(request, timeout=self.settings.timeout_s) as reply:
+        opener = urllib.request.build_opener(_HangupHTTPHandler(hangup), _HangupHTTPSHandler(hangup))
+        # timeout bounds connect and each read; the deadline (in _call) bounds them all together
+        with opener.open(request, timeout=self.settings.timeout_s) as reply:
             return json.loads(reply.read())
+
+    async def _call(self, body: bytes) -> dict:
+        """_post under one deadline for connect and all reads: a server trickling a byte
+        at a time is never waited on for longer than timeout_s. Past the deadline the
+        connection is shut, so the request's thread ends too rather than reading on."""
+        timeout = self.settings.timeout_s
+        hangup = _Hangup()
+        try:
+            request = asyncio.get_running_loop().run_in_executor(self._threads, self._post, body, hangup)
+            return await asyncio.wait_for(request, timeout)
+        except TimeoutError as error:   # asyncio's own, or a socket's
+            hangup.hang_up()
+            raise TimeoutError(f"timed out: no complete reply within the {timeout} s deadline") from error
 
     async def verdict(self, messages: list[dict]) -> tuple[bool, str]:
         """(yes?, the reply's text) for one question; JudgeUnavailable after the retries."""
@@ -108,7 +132,7 @@ class ChatClient:
                 await asyncio.sleep(s.backoff_s * 2 ** (attempt - 1))
             try:
                 async with self._slots:
-                    reply = await asyncio.to_thread(self._post, body)
+                    reply = await self._call(body)
                 text, finish_reason = _content(reply), _finish_reason(reply)
             except urllib.error.HTTPError as error:
                 if error.code not in _RETRYABLE:
@@ -159,6 +183,88 @@ def _verdict_line(text: str) -> bool | None:
     sentence ("there is no clear VERDICT: YES possible")."""
     match = _VERDICT.fullmatch(_last_line(text).strip(_LINE_DECORATION))
     return None if match is None else match.group(1).lower() == "yes"
+
+
+class _Hangup:
+    """The sockets of one call, shut down at once when its deadline passes: a thread
+    blocked reading one then gets end-of-file, where a trickling server would keep each
+    read alive. Covers plain HTTP from connect on, and HTTPS once its handshake is done
+    (a stalled handshake ends only at the per-read timeout; the caller has stopped
+    waiting by then)."""
+
+    def __init__(self):
+        self.done = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if not self.done:
+                return
+        _shut(sock)
+        raise TimeoutError("the deadline passed while connecting")
+
+    def hang_up(self) -> None:
+        with self._lock:
+            self.done = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        # the plain socket's shutdown, also for an SSLSocket (whose own drops its SSL state
+        # under the thread still reading): it only wakes that read with end-of-file
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:   # already closed by the request itself: nothing left to wake
+        pass
+
+
+class _HangupConnection:
+    """An http.client connection that hands its socket to a _Hangup once connected."""
+
+    def __init__(self, *args, hangup: _Hangup, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._hangup = hangup
+
+    def connect(self):
+        super().connect()
+        self._hangup.watch(self.sock)
+
+
+class _HangupHTTPConnection(_HangupConnection, http.client.HTTPConnection):
+    pass
+
+
+class _HangupHTTPSConnection(_HangupConnection, http.client.HTTPSConnection):
+    pass
+
+
+_HANGUP_CONNECTIONS = {http.client.HTTPConnection: _HangupHTTPConnection,
+                       http.client.HTTPSConnection: _HangupHTTPSConnection}
+
+
+class _HangupHandler:
+    """urllib's HTTP(S) handler, opening _HangupConnections (proxies and the rest of
+    urllib's handling stay as urlopen's)."""
+
+    def __init__(self, hangup: _Hangup):
+        super().__init__()
+        self._hangup = hangup
+
+    def do_open(self, http_class, req, **http_conn_args):
+        connection = functools.partial(_HANGUP_CONNECTIONS[http_class], hangup=self._hangup)
+        return super().do_open(connection, req, **http_conn_args)
+
+
+class _HangupHTTPHandler(_HangupHandler, urllib.request.HTTPHandler):
+    pass
+
+
+class _HangupHTTPSHandler(_HangupHandler, urllib.request.HTTPSHandler):
+    pass
 
 
 def _image_part(png: bytes) -> dict:
