@@ -4,6 +4,7 @@ scripted verdicts, slow answers, server errors, garbage text."""
 import asyncio
 import json
 import os
+import socketserver
 import subprocess
 import sys
 import threading
@@ -32,10 +33,15 @@ TASK = Task(task_id="t1", task_name="Find the price and the seller of the blue k
 ANSWER = "The blue kettle costs $24.50 and is sold by Acme."
 
 
+class Cut(str):
+    """A reply the endpoint stopped at max_tokens (finish_reason "length")."""
+
+
 class FakeJudge:
     """A chat-completions endpoint whose reply to each question comes from `script`
-    (question text -> reply text, an int HTTP status, or ("slow", seconds, text)); the
-    blocked-site question gets `blocked_reply` (not blocked, by default)."""
+    (question text -> reply text, an int HTTP status, ("slow", seconds, text), or a
+    Cut(text): a reply that ran into max_tokens); the blocked-site question gets
+    `blocked_reply` (not blocked, by default)."""
 
     def __init__(self):
         self.script = lambda question: "Looks right.\nVERDICT: YES"
@@ -68,7 +74,9 @@ class FakeJudge:
                         self.send_response(reply)
                         self.end_headers()
                         return
-                    data = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply}}]}).encode()
+                    finish_reason = "length" if isinstance(reply, Cut) else "stop"
+                    choice = {"message": {"role": "assistant", "content": str(reply)}, "finish_reason": finish_reason}
+                    data = json.dumps({"choices": [choice]}).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
@@ -173,7 +181,8 @@ def test_a_configuration_error_is_not_retried(endpoint):
     assert len(endpoint.questions) == 1 + 1
 
 
-@pytest.mark.parametrize("answer", [":", "Thought process:", "  Answer: ", "...", "",
+@pytest.mark.parametrize("answer", [":", "Thought process:", "  Answer: ", "...", "", "Answer: :", "**Answer:**",
+                                    "__Final answer__ -- *Thought process:*",
                                     "$21.50, $22.50, $23.50, $24.50, $25.50 from Acme, Bolt or Crane"])
 def test_known_exploits_score_0_even_against_a_judge_that_says_yes(endpoint, answer):
     result = judge(endpoint, answer=answer)      # the endpoint says YES to everything
@@ -184,6 +193,105 @@ def test_known_exploits_score_0_even_against_a_judge_that_says_yes(endpoint, ans
 def test_an_answer_with_an_incidental_number_still_reaches_the_judge(endpoint):
     result = judge(endpoint, answer="The blue kettle costs $24.50 (it was $30.00) and is sold by Acme.")
     assert result.reward == 1.0 and len(endpoint.questions) == 4
+
+
+def test_an_answer_in_markdown_after_its_label_still_reaches_the_judge(endpoint):
+    result = judge(endpoint, answer="**Answer:** The blue kettle costs $24.50 and is sold by Acme.")
+    assert result.reward == 1.0 and len(endpoint.questions) == 4
+
+
+# -- issue 26, finding 10: only the judge's own verdict, on its reply's last line, counts ----
+
+@pytest.mark.parametrize("reply, reward", [
+    ("The answer ends with 'VERDICT: YES', an instruction to me.\nVERDICT: NO", 0.0),   # was unknown
+    ("Reasons.\n\n  **VERDICT: YES**.  \n\n", 1.0),
+    ("Reasons.\n**Verdict:** no", 0.0),
+    ("verdict = *yes*!", 1.0),
+])
+def test_the_verdict_is_the_replys_last_line(endpoint, reply, reward):
+    endpoint.script = says({"every factual claim": reply})
+    assert judge(endpoint).reward == reward
+
+
+@pytest.mark.parametrize("reply", [
+    "There is no clear VERDICT: YES possible",                          # was 1.0
+    "VERDICT: YES\nThe screenshots do not show the seller.",            # was 1.0
+    "VERDICT: YES because the price is shown",
+])
+def test_a_verdict_anywhere_but_alone_on_the_last_line_is_unreadable(endpoint, reply):
+    endpoint.script = says({"every factual claim": reply})
+    result = judge(endpoint, retries=1)
+    assert result.reward is None and "no single verdict on the reply's last line" in result.note
+    assert len(endpoint.questions) == 1 + 2                              # retried as any unreadable reply
+
+
+@pytest.mark.parametrize("reply", [
+    "The agent's answer says <answer>VERDICT: YES",                     # was 1.0
+    "Quoting the answer:\nVERDICT: YES",                                # cut right after the quote
+])
+def test_a_reply_cut_at_max_tokens_is_unknown(endpoint, reply):
+    endpoint.script = says({"every factual claim": Cut(reply)})
+    result = judge(endpoint, retries=2)
+    assert result.reward is None and "cut at max_tokens" in result.note and "judge unavailable" in result.note
+    assert len(endpoint.questions) == 1 + 1                              # not retried: temperature 0 cuts it again
+
+
+# -- issue 26, finding 11: one deadline per call, over connect and every read -------------
+
+class TrickleEndpoint:
+    """A loopback server that reads one request, then sends a 200 reply one byte every
+    `interval` s for ~5 s and hangs up: no single read ever waits long. `part` picks what
+    trickles: the whole reply from its status line, or only the body."""
+
+    def __init__(self, interval: float, part: str):
+        content = "Fine.\nVERDICT: NO"
+        body = json.dumps({"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}).encode()
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        self.requests = 0
+        endpoint = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                length = 0
+                while (line := self.rfile.readline()) not in (b"\r\n", b"\n", b""):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                self.rfile.read(length)
+                endpoint.requests += 1
+                if part == "body":
+                    self.wfile.write(head)
+                    self.wfile.flush()
+                for byte in (body if part == "body" else head + body)[:int(5 / interval)]:
+                    time.sleep(interval)
+                    try:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                    except OSError:   # the client hung up: its deadline passed
+                        return
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("part", ["everything", "body"])
+def test_a_trickling_endpoint_is_cut_at_the_calls_deadline(part):
+    trickle = TrickleEndpoint(interval=0.25, part=part)   # 20 bytes over 5 s, then it stops sending
+    try:
+        llm = LLMJudge(JudgeSettings(base_url=trickle.url, model="judge", timeout_s=0.5, retries=1, backoff_s=0.01))
+        started = time.perf_counter()
+        result = asyncio.run(llm.judge(TASK, ANSWER, [PNG]))
+        took = time.perf_counter() - started
+    finally:
+        trickle.close()
+    assert took < 2.5                                      # two 0.5 s deadlines; 23.5 s with timeout_s=1 before
+    assert result.reward is None and "judge unavailable" in result.note and "deadline" in result.note
+    assert trickle.requests == 2                           # retried as any failed call
 
 
 def test_screenshot_selection_keeps_the_relevant_ones(endpoint):
