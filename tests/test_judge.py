@@ -4,7 +4,6 @@ scripted verdicts, slow answers, server errors, garbage text."""
 import asyncio
 import json
 import os
-import socketserver
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from asyncwebrl.tasks.judge import JudgeSettings, LLMJudge
 from asyncwebrl.tasks.webgym import WebGymEnvironment, load_webgym
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
+from loopback import TcpEndpoint, read_request  # tests/loopback.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG = b"\x89PNG\r\n\x1a\n fake screenshot bytes"
@@ -248,35 +248,26 @@ class TrickleEndpoint:
         body = json.dumps({"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}).encode()
         head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
         self.requests = 0
-        endpoint = self
 
-        class Handler(socketserver.StreamRequestHandler):
-            def handle(self):
-                length = 0
-                while (line := self.rfile.readline()) not in (b"\r\n", b"\n", b""):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                self.rfile.read(length)
-                endpoint.requests += 1
-                if part == "body":
-                    self.wfile.write(head)
-                    self.wfile.flush()
-                for byte in (body if part == "body" else head + body)[:int(5 / interval)]:
-                    time.sleep(interval)
-                    try:
-                        self.wfile.write(bytes([byte]))
-                        self.wfile.flush()
-                    except OSError:   # the client hung up: its deadline passed
-                        return
+        def serve(rfile, wfile):
+            read_request(rfile)
+            self.requests += 1
+            if part == "body":
+                wfile.write(head)
+                wfile.flush()
+            for byte in (body if part == "body" else head + body)[:int(5 / interval)]:
+                time.sleep(interval)
+                try:
+                    wfile.write(bytes([byte]))
+                    wfile.flush()
+                except OSError:   # the client hung up: its deadline passed
+                    return
 
-        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.endpoint = TcpEndpoint(serve)
+        self.url = self.endpoint.url
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.endpoint.close()
 
 
 @pytest.mark.parametrize("part", ["everything", "body"])

@@ -4,8 +4,6 @@ before its fix)."""
 
 import asyncio
 import json
-import socketserver
-import threading
 import time
 import urllib.parse
 
@@ -23,6 +21,7 @@ from asyncwebrl.tasks.webgym import WebGymEnvironment
 from asyncwebrl.web.evaluator import Judgement
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
+from loopback import TcpEndpoint, read_request  # tests/loopback.py
 
 TASK = Task(task_id="t1", task_name="Find the price of the blue kettle", website="https://shop.example",
             difficulty=1, evaluator_reference=[{"id": "g", "description": "", "facts": ["price is $24.50"]}])
@@ -34,28 +33,15 @@ def seconds(call, *args):
     return time.perf_counter() - started, result
 
 
-class RawEndpoint:
+def raw_endpoint(reply: bytes) -> TcpEndpoint:
     """A loopback TCP server that reads one HTTP request and answers `reply` (raw bytes,
     well-formed HTTP or not), then closes the connection."""
 
-    def __init__(self, reply: bytes):
-        class Handler(socketserver.StreamRequestHandler):
-            def handle(self):
-                length = 0
-                while (line := self.rfile.readline()) not in (b"\r\n", b"\n", b""):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                self.rfile.read(length)
-                self.wfile.write(reply)
+    def serve(rfile, wfile):
+        read_request(rfile)
+        wfile.write(reply)
 
-        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    return TcpEndpoint(serve)
 
 
 # -- finding 9: parsing is linear-time and bounded; every writer takes any string -------------
@@ -99,7 +85,7 @@ def test_a_lone_surrogate_in_a_response_reaches_the_viewer_and_episodes_file(tmp
 def test_reading_the_verdict_of_a_long_blank_reply_is_linear():
     content = "VERDICT:" + " " * 50_000 + "maybe"
     data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
-    endpoint = RawEndpoint(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+    endpoint = raw_endpoint(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                            % (len(data), data))
     try:
         judge = LLMJudge(JudgeSettings(base_url=endpoint.url, model="judge", timeout_s=5.0, retries=0))
@@ -118,7 +104,7 @@ def test_reading_the_verdict_of_a_long_blank_reply_is_linear():
      "RecursionError"),
 ])
 def test_a_broken_judge_endpoint_makes_the_reward_unknown_not_an_exception(reply, error):
-    endpoint = RawEndpoint(reply)
+    endpoint = raw_endpoint(reply)
     try:
         judge = LLMJudge(JudgeSettings(base_url=endpoint.url, model="judge", timeout_s=5.0, retries=1, backoff_s=0.01))
         judgement = asyncio.run(judge.judge(TASK, "The kettle costs $24.50.", [b"png"]))
