@@ -146,9 +146,16 @@ def test_parser_survives_odd_tool_calls_and_truncation(args, interaction, cut, c
     _check(text + ("\n</tool_call>" if close else ""), interaction)
 
 
+def response_of(memory_chars: int, answer_chars: int) -> str:
+    return "Memory: {" + '"k": "' + "x" * memory_chars + '"}\n<tool_call>\n' + json.dumps(
+        {"name": "computer_use", "arguments": {"action": "answer", "text": "y" * answer_chars}}) + "\n</tool_call>"
+
+
 def test_parser_survives_huge_strings():
-    huge = "Memory: {" + '"k": "' + "x" * 2_000_000 + '"}\n<tool_call>\n' + json.dumps(
-        {"name": "computer_use", "arguments": {"action": "answer", "text": "y" * 1_000_000}}) + "\n</tool_call>"
-    parsed, action = response_action(huge, "coordinates")
-    assert action.name == "answer" and len(action.args["text"]) == 1_000_000
-    _check("<tool_call>" * 10_000, "coordinates")
+    """Up to MAX_RESPONSE_CHARS a long response is read; past it (3 MB: more than any
+    sampler writes) it is a counted no-op, read by no regex (issue 26, finding 9)."""
+    parsed, action = response_action(response_of(40_000, 40_000), "coordinates")
+    assert action.name == "answer" and len(action.args["text"]) == 40_000
+    parsed, action = response_action(response_of(2_000_000, 1_000_000), "coordinates")
+    assert action.invalid and action.name == "wait" and "response too long" in action.error
+    _check("<tool_call>" * 9_000, "coordinates")
