@@ -248,6 +248,8 @@ class TrickleEndpoint:
         body = json.dumps({"choices": [{"message": {"content": content}, "finish_reason": "stop"}]}).encode()
         head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
         self.requests = 0
+        self.trickled = int(5 / interval)   # bytes each request is offered
+        self.delivered: list[int] = []      # bytes each request took before its client hung up
 
         def serve(rfile, wfile):
             read_request(rfile)
@@ -255,13 +257,16 @@ class TrickleEndpoint:
             if part == "body":
                 wfile.write(head)
                 wfile.flush()
-            for byte in (body if part == "body" else head + body)[:int(5 / interval)]:
+            delivered = 0
+            for byte in (body if part == "body" else head + body)[:self.trickled]:
                 time.sleep(interval)
                 try:
                     wfile.write(bytes([byte]))
                     wfile.flush()
                 except OSError:   # the client hung up: its deadline passed
-                    return
+                    break
+                delivered += 1
+            self.delivered.append(delivered)
 
         self.endpoint = TcpEndpoint(serve)
         self.url = self.endpoint.url
@@ -275,12 +280,15 @@ def test_a_trickling_endpoint_is_cut_at_the_calls_deadline(part):
     trickle = TrickleEndpoint(interval=0.25, part=part)   # 20 bytes over 5 s, then it stops sending
     try:
         llm = LLMJudge(JudgeSettings(base_url=trickle.url, model="judge", timeout_s=0.5, retries=1, backoff_s=0.01))
-        started = time.perf_counter()
         result = asyncio.run(llm.judge(TASK, ANSWER, [PNG]))
-        took = time.perf_counter() - started
+        deadline = time.monotonic() + 10
+        while len(trickle.delivered) < 2 and time.monotonic() < deadline:   # the server's threads finish
+            time.sleep(0.05)
     finally:
         trickle.close()
-    assert took < 2.5                                      # two 0.5 s deadlines; 23.5 s with timeout_s=1 before
+    # each call hung up after ~2 of the 20 bytes (0.5 s of a byte per 0.25 s); a per-read
+    # timeout alone read all 20, every read arriving within it (23.5 s with timeout_s=1 before)
+    assert len(trickle.delivered) == 2 and all(n < trickle.trickled / 2 for n in trickle.delivered), trickle.delivered
     assert result.reward is None and "judge unavailable" in result.note and "deadline" in result.note
     assert trickle.requests == 2                           # retried as any failed call
 

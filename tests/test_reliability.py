@@ -4,7 +4,6 @@ before its fix)."""
 
 import asyncio
 import json
-import time
 import urllib.parse
 
 import pytest
@@ -12,10 +11,12 @@ import pytest
 from asyncwebrl.records import Step, Task, Trajectory
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import Reply
+from asyncwebrl.rollout import response as response_module
 from asyncwebrl.rollout.response import format_response, response_action
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize, write_eval
 from asyncwebrl.runtime.rundir import RunDirectory
+from asyncwebrl.tasks import judge as judge_module
 from asyncwebrl.tasks.judge import JudgeSettings, LLMJudge, precheck
 from asyncwebrl.tasks.webgym import WebGymEnvironment
 from asyncwebrl.web.evaluator import Judgement
@@ -27,10 +28,11 @@ TASK = Task(task_id="t1", task_name="Find the price of the blue kettle", website
             difficulty=1, evaluator_reference=[{"id": "g", "description": "", "facts": ["price is $24.50"]}])
 
 
-def seconds(call, *args):
-    started = time.perf_counter()
-    result = call(*args)
-    return time.perf_counter() - started, result
+class Unread:
+    """Stands in for a module's regex: any use of it fails the test (what must not be read)."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"a regex was used ({name}) where none may be")
 
 
 def raw_endpoint(reply: bytes) -> TcpEndpoint:
@@ -48,20 +50,28 @@ def raw_endpoint(reply: bytes) -> TcpEndpoint:
 
 @pytest.mark.parametrize("text", ["\n" * 32_000, " \n" * 32_000, "Memory:" + "\n" * 64_000 + "x"])
 def test_parsing_a_response_of_many_blank_lines_is_linear(text):
-    took, (parsed, action) = seconds(response_action, text, "coordinates")
-    assert took < 0.5   # 15.7 s for 32k newlines with `^\s*` under re.M
+    # `^\s*` under re.M let a match start on any line and run over all the blank lines after
+    # it (every start scanning the rest: quadratic, 15.7 s for 32k newlines). Now a label's
+    # indent stays within its own line, so the match starts on the label's line.
+    indented = text + "\n  Memory: {}"
+    last = list(response_module._SECTION.finditer(indented))[-1]
+    assert last.start() == indented.rindex("\n") + 1
+    parsed, action = response_action(text, "coordinates")
     assert action.invalid and "tool_call" in action.error
 
 
-def test_an_overlong_response_is_a_counted_no_op_without_any_regex():
+def test_an_overlong_response_is_a_counted_no_op_without_any_regex(monkeypatch):
+    monkeypatch.setattr(response_module, "_SECTION", Unread())
     text = "Memory: {}\n" * 20_000 + '<tool_call>{"name": "computer_use", "arguments": {"action": "go_back"}}</tool_call>'
-    took, (parsed, action) = seconds(response_action, text, "coordinates")
-    assert took < 0.1 and action.invalid and "too long" in action.error
+    parsed, action = response_action(text, "coordinates")
+    assert action.invalid and "too long" in action.error
 
 
-def test_the_label_only_precheck_runs_after_the_length_cap():
-    took, reason = seconds(precheck, TASK, "answer" + " " * 16_000 + "x")
-    assert took < 0.05 and reason.startswith("answer too long")   # 4.2 s before the cap came first
+def test_the_label_only_precheck_runs_after_the_length_cap(monkeypatch):
+    with monkeypatch.context() as patched:   # the cap answers first: no regex reads the 16k characters
+        patched.setattr(judge_module, "_WORD", Unread())
+        patched.setattr(judge_module, "_LABELS_ONLY", Unread())
+        assert precheck(TASK, "answer" + " " * 16_000 + "x").startswith("answer too long")
     assert precheck(TASK, "Final answer :--") == "not an answer"
     assert precheck(TASK, "The price is $24.50.") is None
 
@@ -89,10 +99,12 @@ def test_reading_the_verdict_of_a_long_blank_reply_is_linear():
                            % (len(data), data))
     try:
         judge = LLMJudge(JudgeSettings(base_url=endpoint.url, model="judge", timeout_s=5.0, retries=0))
-        took, judgement = seconds(asyncio.run, judge.judge(TASK, "The kettle costs $24.50.", [b"png"]))
+        judgement = asyncio.run(judge.judge(TASK, "The kettle costs $24.50.", [b"png"]))
     finally:
         endpoint.close()
-    assert took < 1.0 and judgement.reward is None and "no single verdict" in judgement.note
+    assert judgement.reward is None and "no single verdict" in judgement.note
+    # read as one stripped line by fullmatch: the verdict's whitespace runs never touch
+    assert judge_module._VERDICT.fullmatch("VERDICT:" + " " * 50_000 + "yes")
 
 
 # -- finding 8: one bad item ends its own episode, never the evaluation ---------------------
@@ -212,14 +224,6 @@ def test_every_shipped_config_passes_validation():
 
     for name in ("default", "instruct", "miniwob", "warm_start", "thinking"):
         validate_config(importlib.import_module(f"configs.{name}").get_config())
-
-
-def test_the_validated_choices_are_the_learners_own():
-    from asyncwebrl.learner.losses import NORMALIZERS
-    from asyncwebrl.runtime.rows import ADVANTAGE_KINDS
-    from asyncwebrl.runtime.validate import LOSS_KINDS, LOSS_NORMALIZERS
-
-    assert set(LOSS_KINDS) == set(ADVANTAGE_KINDS) and set(LOSS_NORMALIZERS) == set(NORMALIZERS)
 
 
 def test_main_refuses_a_bad_value_before_building_anything(tmp_path):
