@@ -88,10 +88,14 @@ def produce(index: int, workers: int, rows_out, stop, args) -> None:
         tasks = [t for site in sites for t in site_tasks(site, args.tasks_per_site, rng)]
         # a LocalWeb per chunk: it keeps every site it has served, and these are never seen again
         trajectories, _ = demonstrate(config, LocalWeb(), processor, store, tasks, progress=None)
-        rows = [(np.asarray(s.prompt_ids, np.int32), np.asarray(s.response_ids, np.int32))
-                for t in trajectories if t.success for s in t.steps]
-        rows_out.put((len(sites), rows))
+        rows_out.put((len(sites), solved_rows(trajectories)))
         seed += workers
+
+
+def solved_rows(trajectories) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(prompt ids, response ids) of every step of the episodes the teacher solved."""
+    return [(np.asarray(s.prompt_ids, np.int32), np.asarray(s.response_ids, np.int32))
+            for t in trajectories if t.success for s in t.steps]
 
 
 def probe_rows(config, processor, count: int, layouts: str):
@@ -110,9 +114,7 @@ def probe_rows(config, processor, count: int, layouts: str):
     else:
         tasks, phase = [t for site in training_site_ids(32, PROBE_SEEDS) for t in site_tasks(site, 4, rng)], "train"
     trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore(), tasks, phase=phase, progress=None)
-    rows = [(np.asarray(s.prompt_ids, np.int32), np.asarray(s.response_ids, np.int32))
-            for t in trajectories if t.success for s in t.steps
-            if len(s.prompt_ids) + len(s.response_ids) <= config.learner.row_length]
+    rows = [r for r in solved_rows(trajectories) if len(r[0]) + len(r[1]) <= config.learner.row_length]
     return random.Random(1).sample(rows, min(count, len(rows)))
 
 

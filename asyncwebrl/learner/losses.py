@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-NORMALIZERS = ("traj", "const")
+from asyncwebrl.learner.choices import NORMALIZERS
 
 
 def group_advantages(rewards, group_ids, eps: float = 1e-5) -> np.ndarray:

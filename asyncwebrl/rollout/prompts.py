@@ -86,8 +86,7 @@ def step_summary(step: Step) -> str:
     outcome = "page changed" if step.screenshot_changed else "page unchanged"
     # the error's gist: a parser's detail ("Expecting ',' delimiter: line 1 column 123") costs
     # tokens on every later step of the episode and says nothing a policy can act on
-    gist = step.action_error.split(" (")[0][:80]
-    error = f" (error: {gist})" if step.action_error else ""
+    error = f" (error: {step.action_error.split(' (')[0][:80]})" if step.action_error else ""
     return f"Step {step.index + 1} on [{step.title or step.url}]: {sentence} -> {outcome}{error}"
 
 

@@ -10,6 +10,7 @@ eval.json), never 0.0.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import os
@@ -76,11 +77,7 @@ def crashed_trajectory(task: Task, settings: EpisodeSettings, error: Exception) 
 
 def _crash_reasons(trajectories: list[Trajectory]) -> dict[str, int]:
     """Crashed episodes by the kind of failure (the error's name, before its message)."""
-    reasons: dict[str, int] = {}
-    for t in trajectories:
-        if t.outcome == "crashed":
-            reason = t.error.split(":", 1)[0] or "unknown"
-            reasons[reason] = reasons.get(reason, 0) + 1
+    reasons = collections.Counter(t.error.split(":", 1)[0] or "unknown" for t in trajectories if t.outcome == "crashed")
     return dict(sorted(reasons.items()))
 
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from asyncwebrl.learner.choices import LOSS_KINDS
 from asyncwebrl.learner.losses import group_advantages, raft_advantages, step_advantages
 from asyncwebrl.learner.packing import StepRow
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.records import Trajectory
 from asyncwebrl.rollout.screenshots import ScreenshotStore
-
-ADVANTAGE_KINDS = ("grpo", "raft")
 
 
 def episode_advantages(trajectories: list[Trajectory], *, kind: str, normalizer: str, k: float) -> np.ndarray:
@@ -29,7 +28,7 @@ def episode_advantages(trajectories: list[Trajectory], *, kind: str, normalizer:
         return step_advantages(group_advantages(rewards, [t.group_id for t in trajectories]), steps, normalizer, k)
     if kind == "raft":
         return raft_advantages(rewards, steps)
-    raise ValueError(f"loss kind must be one of {ADVANTAGE_KINDS}, got {kind!r}")
+    raise ValueError(f"loss kind must be one of {LOSS_KINDS}, got {kind!r}")
 
 
 def step_rows(trajectories: list[Trajectory], advantages, store: ScreenshotStore, processor: Processor) -> list[StepRow]:

@@ -27,6 +27,25 @@ from asyncwebrl.records import Trajectory
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 
 
+def read_metrics(path: str) -> list[dict]:
+    """The records of a metrics.jsonl ([] where there is none yet). A line that does not
+    parse is skipped: a crash can cut the last one short."""
+    try:
+        with open(path) as f:
+            lines = f.readlines()
+    except FileNotFoundError:
+        return []
+    records = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
 class RunDirectory:
     def __init__(self, path: str, *, tensorboard: bool = True):
         self.path = path
@@ -61,8 +80,7 @@ class RunDirectory:
     def records(self) -> list[dict]:
         """Every metrics line written so far (this run and the runs it resumed)."""
         self._metrics.flush()
-        with open(self.file("metrics.jsonl")) as f:
-            return [json.loads(line) for line in f if line.strip()]
+        return read_metrics(self.file("metrics.jsonl"))
 
     def save_trajectory(self, trajectory: Trajectory, store: ScreenshotStore, label: str) -> None:
         """The episode's steps as JSON, and each step's screenshot as PNG (read before the keys are freed)."""

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import random
 import signal
@@ -45,7 +44,7 @@ from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize
 from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, TaskSampler
 from asyncwebrl.runtime.orchestrator import Orchestrator, PoolSettings, RLSettings
 from asyncwebrl.runtime.rows import step_rows
-from asyncwebrl.runtime.rundir import FollowerDirectory, Progress, RunDirectory
+from asyncwebrl.runtime.rundir import FollowerDirectory, Progress, RunDirectory, read_metrics
 from asyncwebrl.runtime.settings import episode_settings, make_environment, pool_arguments, screenshot_store
 from asyncwebrl.web.server import LocalWeb
 
@@ -117,21 +116,9 @@ def check_fresh_start(metrics_path: str, checkpoint_directory, *, restart: bool)
 
 def last_rl_update(metrics_path: str) -> int | None:
     """The highest update of the RL records in metrics.jsonl, or None if it has none (or
-    does not exist). A line that does not parse is skipped: a crash can cut the last one."""
-    try:
-        with open(metrics_path) as f:
-            lines = f.readlines()
-    except FileNotFoundError:
-        return None
-    updates = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and record.get("phase") == "rl" and "update" in record:
-            updates.append(record["update"])
-    return max(updates, default=None)
+    does not exist)."""
+    return max((r["update"] for r in read_metrics(metrics_path) if r.get("phase") == "rl" and "update" in r),
+               default=None)
 
 
 # ---------------------------------------------------------------- warm start

@@ -5,10 +5,7 @@ and the first group collected. No JAX here: evaluating the oracle must not load 
 
 from __future__ import annotations
 
-# runtime/rows.py's ADVANTAGE_KINDS and learner/losses.py's NORMALIZERS (both modules
-# import JAX; tests/test_reliability.py checks the copies agree)
-LOSS_KINDS = ("grpo", "raft")
-LOSS_NORMALIZERS = ("traj", "const")
+from asyncwebrl.learner.choices import LOSS_KINDS, NORMALIZERS
 
 # key -> the least value it takes: a count that must be at least 1, or a bound that may be 0
 MINIMUMS = {
@@ -24,7 +21,7 @@ MINIMUMS = {
 }
 CHOICES = {
     "loss.kind": LOSS_KINDS,
-    "loss.normalizer": LOSS_NORMALIZERS,
+    "loss.normalizer": NORMALIZERS,
 }
 
 

@@ -69,14 +69,17 @@ class HttpPage:
     def _form_state(self) -> tuple[list, dict]:
         """The page's field layout and the fields the agent changed on this visit (a
         browser saves only those: a value restored on going back is not saved again)."""
-        layout = [(c.tag, c.attrs.get("name"), c.type) for c in self.page.controls]
+        layout = self._field_layout()
         changed = {i: (c.attrs.get("value"), "checked" in c.attrs, c.text)
                    for i, c in enumerate(self.page.controls) if i in self.changed}
         return layout, changed
 
+    def _field_layout(self) -> list[tuple]:
+        return [(c.tag, c.attrs.get("name"), c.type) for c in self.page.controls]
+
     def _restore_form_state(self, state: tuple[list, dict]) -> None:
         layout, changed = state
-        if layout != [(c.tag, c.attrs.get("name"), c.type) for c in self.page.controls]:
+        if layout != self._field_layout():
             return  # the page came back with other fields: nothing to restore onto
         for index, (value, checked, text) in changed.items():
             control = self.page.controls[index]

@@ -91,6 +91,7 @@ WORDING = {
     "register_link": ("Register for this event", "Sign up for this event", "Book seats"),
     "thanks": ("Thank you! Your submission was received.", "All done - we have your details.", "Request confirmed."),
 }
+WORDING_BY_VARIANT = {v: {key: texts[v - 1] for key, texts in WORDING.items()} for v in (1, 2, 3)}
 
 
 @dataclasses.dataclass
@@ -131,7 +132,7 @@ class FormsSite(Site):
         super().__init__(variant, seed)
         rng = self.rng
         self.brand = f"{rng.choice(content.ADJECTIVES)} {rng.choice(['Community Centre', 'Civic Centre', 'Arts House', 'Town Hall'])}"
-        self.words = self.wording({v: {key: texts[v - 1] for key, texts in WORDING.items()} for v in (1, 2, 3)})
+        self.words = self.wording(WORDING_BY_VARIANT)
         capacities = sorted(rng.sample([8, 12, 16, 20, 24, 30, 40, 60, 80], 5))
         self.rooms = [Room(name, rng.choice(FLOORS), cap, rng.randint(3, 30) * 500)
                       for name, cap in zip(rng.sample(ROOM_NAMES, 5), capacities)]

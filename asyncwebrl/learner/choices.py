@@ -1,0 +1,5 @@
+"""The loss choices a config names, defined once and without JAX, so that
+runtime/validate.py can check a config before anything (JAX included) is loaded."""
+
+LOSS_KINDS = ("grpo", "raft")      # loss.kind: how episode advantages are made (runtime/rows.py)
+NORMALIZERS = ("traj", "const")    # loss.normalizer: 1/steps of the episode, or the constant 1/k (learner/losses.py)
