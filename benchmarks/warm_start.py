@@ -60,7 +60,7 @@ def make_config(args):
     config.sampler.prompt_buckets = (args.row_length // 2, args.row_length)
     config.learner.rows_per_microbatch = args.rows_per_microbatch
     if args.bf16:
-        config.model.dtype = "bfloat16"
+        config.model.compute_dtype = "bfloat16"   # over float32 parameters and optimiser state
     return config
 
 
@@ -71,6 +71,7 @@ def produce(index: int, workers: int, rows_out, stop, args) -> None:
     """Demonstrations on fresh training sites, seed index, index + workers, ... (each seed:
     every kind and training variant), until told to stop."""
     os.environ["JAX_PLATFORMS"] = "cpu"  # the teacher needs no accelerator; the trainer has it to itself
+    os.environ["RAYON_NUM_THREADS"] = "1"  # one core per worker: the tokenizer's own thread pool would oversubscribe
     from asyncwebrl.model.tokenizer import Processor
     from asyncwebrl.rollout.screenshots import ScreenshotStore
     from asyncwebrl.runtime.demonstrations import demonstrate, site_tasks, training_site_ids
@@ -208,6 +209,8 @@ def main() -> None:
     parser.add_argument("--row-length", type=int, default=1536)
     parser.add_argument("--rows-per-microbatch", type=int, default=16)
     parser.add_argument("--buffer", type=int, default=20_000, help="newest rows kept to sample from")
+    parser.add_argument("--reuse", type=float, default=1.0, help="rows used per row produced, on average: the "
+                        "trainer takes rows_per_step / reuse new rows per step (above 1 when it outpaces the workers)")
     parser.add_argument("--log-every", type=int, default=50)
     parser.add_argument("--probe-every", type=int, default=250)
     parser.add_argument("--probe-rows", type=int, default=300)
@@ -215,7 +218,7 @@ def main() -> None:
     parser.add_argument("--eval-tasks", type=int, default=60)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--bf16", action="store_true", help="train in bfloat16 (default float32)")
+    parser.add_argument("--bf16", action="store_true", help="bfloat16 matmuls over float32 parameters (default: float32 throughout)")
     parser.add_argument("--save-dtype", default="bfloat16", help="the checkpoint's parameter dtype (it ships)")
     parser.add_argument("--out", default="runs/warm_start")
     args = parser.parse_args()
@@ -256,6 +259,7 @@ def main() -> None:
 
     buffer: collections.deque = collections.deque(maxlen=args.buffer)
     produced = sites = used = too_long = 0
+    seconds_waiting = seconds_updating = seconds_packing = 0.0   # where the trainer's time goes: rows from the workers, or updates
     rng = np.random.default_rng(args.seed)
 
     def drain(wanted: int) -> None:
@@ -280,15 +284,20 @@ def main() -> None:
     with engine:
         step, deadline = 0, started + args.minutes * 60
         while step < args.steps and time.perf_counter() < deadline:
-            drain(max(0, min(args.rows_per_step, args.rows_per_step * (step + 1) - produced)))
+            waited = time.perf_counter()
+            drain(max(0, min(args.rows_per_step, round(args.rows_per_step * (step + 1) / args.reuse) - produced)))
+            seconds_waiting += time.perf_counter() - waited
             picked = rng.choice(len(buffer), min(args.rows_per_step, len(buffer)), replace=False)
             batch = [step_row(*buffer[i], processor) for i in picked]
             used += len(batch)
             measured = learner.update(batch)
+            seconds_updating += measured["seconds"]
+            seconds_packing += measured["pack_seconds"]
             step += 1
             if step % args.log_every == 0:
                 log({"event": "step", "step": step, "nll": round(float(measured["nll"]), 4),
-                     "rows_produced": produced, "rows_used": used})
+                     "rows_produced": produced, "rows_used": used, "seconds_waiting_for_rows": round(seconds_waiting, 1),
+                     "seconds_updating": round(seconds_updating, 1), "of_which_packing": round(seconds_packing, 1)})
             if step == 1 or step % args.probe_every == 0:
                 log({"event": "probe", "step": step, "nll": round(float(measured["nll"]), 4),
                      "rows_produced": produced, "rows_too_long": too_long, "sites": sites, "rows_used": used,

@@ -25,7 +25,8 @@ def get_config() -> config_dict.ConfigDict:
     # tokenizer.json (e.g. assets/embedded, fitted to the local web); "" = the byte tokenizer
     config.model.tokenizer = ""
     config.model.checkpoint = ""  # --mode=eval: a training run's W/checkpoints (latest step's weights)
-    config.model.dtype = "float32"  # bfloat16 on accelerators
+    config.model.dtype = "float32"  # parameter storage; bfloat16 on accelerators
+    config.model.compute_dtype = ""  # the matmuls' dtype ("" = model.dtype): bfloat16 over float32 parameters is mixed precision
     config.model.attention = "xla"  # xla | pallas (GPU kernels: flash attention, per-slot decode)
     # activations the learner's backward recomputes instead of keeping: none | full | dots | mlp
     # (asyncwebrl/model/qwen3_vl.py); only training is affected

@@ -11,7 +11,7 @@ from flax import nnx
 from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.learner.learner import Learner, LearnerSettings
 from asyncwebrl.learner.packing import PackingShape, StepRow, pack
-from asyncwebrl.learner.train import LossSettings, OptimizerSettings, target_logprobs
+from asyncwebrl.learner.train import LossSettings, OptimizerSettings, learning_rate_schedule, target_logprobs
 from asyncwebrl.model import Qwen3VL, preset
 from asyncwebrl.model.inputs import vision_inputs
 from asyncwebrl.model.tokenizer import Processor, byte_tokenizer, make_image_processor
@@ -300,3 +300,10 @@ def test_a_response_that_spells_an_image_pad_is_text():
     p = len(row.prompt_ids)
     assert int(mb.inputs.vision_source[0, p + 1]) == -1
     assert (np.asarray(mb.inputs.vision_source[0]) >= 0).sum() == int(row.image_grid_thw.prod()) // 4
+
+
+def test_a_warmup_longer_than_the_schedule_is_named():
+    with pytest.raises(ValueError, match="warmup_steps=100 .* total_steps=10"):
+        learning_rate_schedule(OptimizerSettings(learning_rate=1e-3, warmup_steps=100, total_steps=10))
+    assert float(learning_rate_schedule(OptimizerSettings(learning_rate=1e-3, warmup_steps=5, total_steps=10))(5)) \
+        == pytest.approx(1e-3)

@@ -70,6 +70,23 @@ def test_every_site_mixes_levels_and_plans_fit_the_training_step_limits(train_ta
     assert all(min(levels[level] for level in ("easy", "medium", "hard")) >= 4 for levels in by_site.values())
 
 
+def test_a_named_item_is_found_by_search_in_every_plan(train_tasks, test_tasks):
+    """One way per move: a product, person or book the task names is always searched for,
+    never reached by a route chosen at random (category, department, title index), since
+    a small model imitating a teacher that picks at random blends the ways. (The forms
+    sites have no search box.)"""
+    for task in train_tasks + test_tasks:
+        if task.local["site"].startswith("forms-"):
+            continue
+        first_moves = {}
+        for move in task.local["oracle"]:
+            if move["op"] != "note":
+                first_moves.setdefault(move["subtask"], move)
+        for subtask, move in first_moves.items():
+            if subtask.startswith("find_"):
+                assert (move["op"], move["oid"]) == ("type", "search"), (task.task_id, subtask, move)
+
+
 def test_webgym_format_and_file_round_trip(tmp_path, test_tasks):
     path = tmp_path / "test.jsonl"
     write_jsonl(test_tasks, str(path))

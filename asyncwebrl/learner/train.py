@@ -60,6 +60,9 @@ class LossSettings:
 
 def learning_rate_schedule(settings: OptimizerSettings) -> optax.Schedule:
     peak = settings.learning_rate
+    if not 0 <= settings.warmup_steps < max(settings.total_steps, 1):
+        raise ValueError(f"warmup_steps={settings.warmup_steps} must be at least 0 and below the schedule's "
+                         f"total_steps={settings.total_steps}")
     if settings.warmup_steps == 0:
         return optax.cosine_decay_schedule(peak, max(settings.total_steps, 1), alpha=settings.final_lr_fraction)
     return optax.warmup_cosine_decay_schedule(0.0, peak, settings.warmup_steps, max(settings.total_steps, 1),

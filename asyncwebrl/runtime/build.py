@@ -26,9 +26,10 @@ from asyncwebrl.sampler import Engine, EngineSettings, SamplingSettings
 def build_model(config) -> tuple[nnx.Module, Processor]:
     """The checkpoint at config.model.path, or a randomly initialised preset (the embedded default)."""
     dtype = jnp.dtype(config.model.dtype)
+    compute_dtype = jnp.dtype(config.model.compute_dtype or config.model.dtype)
     if config.model.path:
-        model = load_pretrained(config.model.path, dtype=dtype, attention=config.model.attention,
-                                remat=config.model.remat)
+        model = load_pretrained(config.model.path, dtype=dtype, compute_dtype=compute_dtype,
+                                attention=config.model.attention, remat=config.model.remat)
         processor = Processor.from_pretrained(config.model.path)
         processor.check_normalisation(model.config.vision)
         return model, processor
@@ -37,7 +38,7 @@ def build_model(config) -> tuple[nnx.Module, Processor]:
     if config.model.tokenizer:   # a fitted tokenizer directory: the preset takes its vocabulary size
         processor = Processor.from_pretrained(config.model.tokenizer)
         model_config = with_vocabulary(model_config, len(processor.tokenizer))
-    model = Qwen3VL(model_config, dtype=dtype, param_dtype=dtype, attention=config.model.attention,
+    model = Qwen3VL(model_config, dtype=compute_dtype, param_dtype=dtype, attention=config.model.attention,
                     remat=config.model.remat, rngs=nnx.Rngs(config.seed))
     return model, processor
 

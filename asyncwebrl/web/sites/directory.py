@@ -345,31 +345,20 @@ class DirectorySite(Site):
         for _ in range(people.index(p) // self.page_size):
             plan.append(click("next", "Go to the next page of the list.", subtask))
 
-    def _reach(self, rng: random.Random, plan: list[dict], p: Person, attrs: list[str], subtask: str, browse: bool) -> None:
-        """Moves from any page to a page that shows `attrs` of p. Browsing (department
-        pages, the A-Z index) costs more moves than search, so long tasks search."""
-        listed = set(attrs) <= LISTED[self.variant]  # no need to open the person page
-        route = rng.choice(["search", "search", "browse"] + (["az"] if self.variant == 3 else [])) if browse else "search"
-        if route == "az":
-            plan.append(click("az", "Open the A-Z index.", subtask))
-            plan.append(click(f"letter:{p.surname[0]}", f'Open surnames starting with "{p.surname[0]}".', subtask))
-        elif route == "browse":
-            d = self.by_dept_slug[content.slug(p.department)]
-            self._go_to_department(plan, d, subtask)
-            self._next_pages(plan, d.people, p, subtask)
-        else:
-            # A surname alone is a realistic query when it does not flood the results.
-            query = p.surname if browse and len(self.search_results(p.surname)) <= self.page_size and rng.random() < 0.3 else p.name
-            plan.append(type_into("search", query, f'Search the directory for "{query}".', subtask))
-            self._next_pages(plan, self.search_results(query), p, subtask)
-        if route == "az" or not listed:
+    def _reach(self, plan: list[dict], p: Person, attrs: list[str], subtask: str) -> None:
+        """Moves from any page to a page that shows `attrs` of p: a search for p's name,
+        the one way a plan takes (the task does not name p's department, and a teacher that
+        picks between ways at random teaches a small model to blend them)."""
+        plan.append(type_into("search", p.name, f'Search the directory for "{p.name}".', subtask))
+        self._next_pages(plan, self.search_results(p.name), p, subtask)
+        if not set(attrs) <= LISTED[self.variant]:  # the results list does not show them
             plan.append(click(f"person:{p.slug}", f"Open {p.name}'s entry.", subtask))
 
     def _lookup_task(self, rng: random.Random, people: list[Person], attrs: list[str]) -> TaskDraft:
         plan, groups, parts = [], [], []
         for p in people:
             subtask = f"find_{p.key}"
-            self._reach(rng, plan, p, attrs, subtask, browse=len(people) <= 2)
+            self._reach(plan, p, attrs, subtask)
             values = {a: p.office if a == "office" else getattr(p, a) for a in attrs}
             plan.append(note({f"{p.key}_{a}": v for a, v in values.items()}, subtask))
             facts = [Fact(p.room if a == "office" else values[a], ATTRIBUTES[a][1]) for a in attrs]

@@ -361,48 +361,29 @@ class ReferenceSite(Site):
             raise KeyError(name)
         return values[name]
 
-    def _open_record(self, b: Book, subtask: str, rng: random.Random | None) -> list[dict]:
-        """Moves from any page to b's record. With rng=None, the shortest way (search).
-
-        Only routes a reader of the task and the pages could take: by title (search, the
-        title index's letter, advanced search), never through b's subject or author, which
-        the task does not give (a demonstration that takes them teaches a guess)."""
-        routes = ["search"] + {1: ["letter"], 2: [], 3: ["advanced"]}[self.variant]
-        route = rng.choice(routes) if rng else "search"
-        record = click(f"record:{b.record_id}", f'Open the record of "{b.title}".', subtask)
-        if route == "search":
-            return [type_into("search", b.title, f'Search for "{b.title}".', subtask), record]
-        if route == "advanced":
-            return [click("advanced", "Open advanced search.", subtask),
-                    type_into("adv-title", b.title, f'Search by title for "{b.title}".', subtask), record]
-        books = self.listing_order([x for x in self.books if x.filing_title[0] == b.filing_title[0]])
-        moves = [click("home", "Go to the catalogue home page.", subtask),
-                 click(f"letter:{b.filing_title[0]}", f'Browse titles under "{b.filing_title[0]}".', subtask)]
-        moves += [click("next", "Go to the next page.", subtask)] * (books.index(b) // self.page_size)
-        return moves + [record]
+    def _open_record(self, b: Book, subtask: str) -> list[dict]:
+        """Moves from any page to b's record: a search for its title, the one way a plan
+        takes. Never through b's subject or author, which the task does not give (a
+        demonstration that takes them teaches a guess), and not at random between equally
+        good ways (title index, advanced search), which teaches a small model to blend them."""
+        return [type_into("search", b.title, f'Search for "{b.title}".', subtask),
+                click(f"record:{b.record_id}", f'Open the record of "{b.title}".', subtask)]
 
     def _open_subject(self, subject: str, subtask: str) -> list[dict]:
         moves = [] if self.variant == 1 else [click("subjects", f"Open {self.words.subjects.lower()}.", subtask)]
         return moves + [click(f"subject:{content.slug(subject)}", f'Open the subject "{subject}".', subtask)]
 
-    def _open_author(self, author: str, subtask: str, route: str) -> list[dict]:
-        author_link = click(f"author:{content.slug(author)}", f"Open the page of {author}.", subtask)
-        if route == "index":  # variant 2 only
-            return [click("authors", "Open the authors index.", subtask), author_link]
-        if route == "advanced":  # variant 3 only
-            return [click("advanced", "Open advanced search.", subtask),
-                    type_into("adv-author", author, f"Search by author for {author}.", subtask), author_link]
-        return [type_into("search", author, f"Search for {author}.", subtask), author_link]
+    def _open_author(self, author: str, subtask: str) -> list[dict]:
+        return [type_into("search", author, f"Search for {author}.", subtask),
+                click(f"author:{content.slug(author)}", f"Open the page of {author}.", subtask)]
 
-    def _draft(self, template: str, instruction: str, groups: list[FactGroup], build_plan, rng) -> TaskDraft:
-        """Plans take random routes when those fit the move budget, else the shortest ones."""
+    def _draft(self, template: str, instruction: str, groups: list[FactGroup], plan: list[dict]) -> TaskDraft:
+        """A task whose plan fits its level's move budget (a generator bug otherwise)."""
         facts = sum(len(g.facts) for g in groups)
         limit = MOVE_LIMIT["easy" if facts <= 3 else "medium" if facts <= 6 else "hard"]
-        for route_rng in (rng, None):
-            plan = build_plan(route_rng)
-            if sum(m["op"] != "note" for m in plan) <= limit:
-                return TaskDraft(template, instruction, groups, plan)
-        raise AssertionError(f"{template}: shortest plan exceeds {limit} moves")
+        if sum(m["op"] != "note" for m in plan) > limit:
+            raise AssertionError(f"{template}: its plan exceeds {limit} moves")
+        return TaskDraft(template, instruction, groups, plan)
 
     def draft_tasks(self, rng: random.Random) -> list[TaskDraft]:
         drafts = []
@@ -430,17 +411,15 @@ class ReferenceSite(Site):
     def _lookup(self, rng: random.Random, books: list[Book], names: list[str], template: str) -> TaskDraft:
         groups = [FactGroup(f"{_labels(names)} of {b.title}", [_fact(b, n) for n in names]) for b in books]
 
-        def build_plan(route_rng):
-            plan = []
-            for b in books:
-                subtask = f"find_{_key(b.title)}"
-                plan += self._open_record(b, subtask, route_rng)
-                plan.append(note({f"{_key(b.title)}_{n}": _value(b, n) for n in names}, subtask))
-            return plan + [answer("; ".join(
-                f"{b.title}: " + ", ".join(f"{ATTRIBUTES[n][0]} {_value(b, n)}" for n in names) for b in books))]
-
+        plan = []
+        for b in books:
+            subtask = f"find_{_key(b.title)}"
+            plan += self._open_record(b, subtask)
+            plan.append(note({f"{_key(b.title)}_{n}": _value(b, n) for n in names}, subtask))
+        plan.append(answer("; ".join(
+            f"{b.title}: " + ", ".join(f"{ATTRIBUTES[n][0]} {_value(b, n)}" for n in names) for b in books)))
         what = " and ".join(f'"{b.title}"' for b in books)
-        return self._draft(template, f"In the {self.brand} catalogue, find the {_labels(names)} of {what}.", groups, build_plan, rng)
+        return self._draft(template, f"In the {self.brand} catalogue, find the {_labels(names)} of {what}.", groups, plan)
 
     def _extreme(self, rng: random.Random, field: str, pick, names: list[str], template: str) -> TaskDraft:
         """Compare three books on one field; report the winner (its title is a fact, so
@@ -451,18 +430,17 @@ class ReferenceSite(Site):
                 break
         best = pick(books, key=lambda b: getattr(b, field))
 
-        def build_plan(route_rng):
-            plan = []
-            for b in books:
-                subtask = f"{field}_of_{_key(b.title)}"
-                plan += self._open_record(b, subtask, route_rng)
-                plan.append(note({f"{_key(b.title)}_{field}": str(getattr(b, field))}, subtask))
-            return plan + [answer(f"{best.title}: " + ", ".join(f"{ATTRIBUTES[n][0]} {_value(best, n)}" for n in names[1:]))]
+        plan = []
+        for b in books:
+            subtask = f"{field}_of_{_key(b.title)}"
+            plan += self._open_record(b, subtask)
+            plan.append(note({f"{_key(b.title)}_{field}": str(getattr(b, field))}, subtask))
+        plan.append(answer(f"{best.title}: " + ", ".join(f"{ATTRIBUTES[n][0]} {_value(best, n)}" for n in names[1:])))
 
         adjective = {"year": "was published earliest", "pages": "has the most pages"}[field]
         titles = ", ".join(f'"{b.title}"' for b in books)
         return self._draft(template, f"In the {self.brand} catalogue, which of {titles} {adjective}? Give its {_labels(names)}.",
-                           [FactGroup(f"the book that {adjective}", [_fact(best, n) for n in names])], build_plan, rng)
+                           [FactGroup(f"the book that {adjective}", [_fact(best, n) for n in names])], plan)
 
     def _oldest_in_subject(self, rng: random.Random) -> TaskDraft:
         """Scan every page of a subject listing for its earliest book (3 facts)."""
@@ -472,38 +450,35 @@ class ReferenceSite(Site):
         oldest = min(books, key=lambda b: b.year)
         stem, pages = _key(subject), -(-len(books) // self.page_size)
 
-        def build_plan(route_rng):
-            plan = self._open_subject(subject, f"browse_{stem}")
-            for page in range(1, pages + 1):
-                shown = books[(page - 1) * self.page_size : page * self.page_size]
-                first = min(shown, key=lambda b: b.year)
-                plan.append(note({f"{stem}_page{page}_earliest": f"{first.title} ({first.author}, {first.year})"}, f"browse_{stem}"))
-                if page < pages:
-                    plan.append(click("next", "Go to the next page.", f"browse_{stem}"))
-            return plan + [answer(f"{oldest.title} by {oldest.author}, published {oldest.year}")]
+        plan = self._open_subject(subject, f"browse_{stem}")
+        for page in range(1, pages + 1):
+            shown = books[(page - 1) * self.page_size : page * self.page_size]
+            first = min(shown, key=lambda b: b.year)
+            plan.append(note({f"{stem}_page{page}_earliest": f"{first.title} ({first.author}, {first.year})"}, f"browse_{stem}"))
+            if page < pages:
+                plan.append(click("next", "Go to the next page.", f"browse_{stem}"))
+        plan.append(answer(f"{oldest.title} by {oldest.author}, published {oldest.year}"))
 
         facts = [_fact(oldest, n) for n in ("title", "author", "year")]
         return self._draft("reference.oldest_in_subject",
                            f'In the {self.brand} catalogue, which book listed under the subject "{subject}" was published '
                            "earliest? Give its title, author and year of publication.",
-                           [FactGroup(f"the earliest {subject} book", facts)], build_plan, rng)
+                           [FactGroup(f"the earliest {subject} book", facts)], plan)
 
     def _author_works(self, rng: random.Random, author: str, names: list[str]) -> TaskDraft:
         """Everything one author has in the catalogue, read from their author page."""
         books = self.by_author(author)
         stem = _key(author)
 
-        def build_plan(route_rng):
-            routes = ["search"] + {1: [], 2: ["index"], 3: ["advanced"]}[self.variant]
-            plan = self._open_author(author, f"open_{stem}", route_rng.choice(routes) if route_rng else "search")
-            listed = "; ".join(", ".join(_value(b, n) for n in names) for b in books)
-            plan.append(note({f"{stem}_{'record_ids' if names == ['record_id'] else 'titles_and_years'}": listed}, f"open_{stem}"))
-            return plan + [answer(f"Books by {author}: {listed}")]
+        plan = self._open_author(author, f"open_{stem}")
+        listed = "; ".join(", ".join(_value(b, n) for n in names) for b in books)
+        plan.append(note({f"{stem}_{'record_ids' if names == ['record_id'] else 'titles_and_years'}": listed}, f"open_{stem}"))
+        plan.append(answer(f"Books by {author}: {listed}"))
 
         asked = {"record_id": "record IDs", "title": "titles"}[names[0]] + (" and years of publication" if len(names) > 1 else "")
         groups = [FactGroup(f"{_labels(names)} of every book by {author}", [_fact(b, n) for b in books for n in names])]
         return self._draft(f"reference.author_{'_'.join(names)}",
-                           f"In the {self.brand} catalogue, list the {asked} of all books by {author}.", groups, build_plan, rng)
+                           f"In the {self.brand} catalogue, list the {asked} of all books by {author}.", groups, plan)
 
 
 def _fresh(make, used: set[str]) -> str:

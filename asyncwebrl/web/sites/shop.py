@@ -274,20 +274,13 @@ class ShopSite(Site):
             return [p.name for p in self.products]
         raise KeyError(name)
 
-    def _open_product(self, p: Product, subtask: str, via_category: bool) -> list[dict]:
-        """Moves from any page to p's product page."""
-        if not via_category:
-            return [type_into("search", p.name, f'Search for "{p.name}".', subtask),
-                    click(f"product:{p.code}", f'Open the "{p.name}" result.', subtask)]
-        moves = []
-        if self.variant == 3:
-            moves.append(click("departments", "Open the departments list.", subtask))
-        category_slug = content.slug(p.category)
-        moves.append(click(f"cat:{category_slug}", f'Open the "{p.category}" category.', subtask))
-        for _ in range(self.page_of(self.in_category(p.category), p) - 1):
-            moves.append(click("next", "Go to the next page of results.", subtask))
-        moves.append(click(f"product:{p.code}", f'Open "{p.name}".', subtask))
-        return moves
+    def _open_product(self, p: Product, subtask: str) -> list[dict]:
+        """Moves from any page to p's product page: by search, the one way a plan takes.
+        Demonstrations are imitated, and a teacher that picks at random between equally good
+        ways (search or the category) teaches a small model to blend them: measured, a
+        "type" aimed at a category link."""
+        return [type_into("search", p.name, f'Search for "{p.name}".', subtask),
+                click(f"product:{p.code}", f'Open the "{p.name}" result.', subtask)]
 
     def draft_tasks(self, rng: random.Random) -> list[TaskDraft]:
         drafts = []
@@ -303,7 +296,7 @@ class ShopSite(Site):
             groups, plan, parts = [], [], []
             for p in products:
                 subtask = f"find_{content.slug(p.name).replace('-', '_')}"
-                plan += self._open_product(p, subtask, via_category=rng.random() < 0.4)
+                plan += self._open_product(p, subtask)
                 memory = {f"{subtask[5:]}_{n}": attributes[n][1](p) for n in names}
                 plan.append(note(memory, subtask))
                 groups.append(FactGroup(f"{', '.join(attributes[n][0] for n in names)} of {p.name}",
@@ -335,7 +328,7 @@ class ShopSite(Site):
         plan = []
         for p in candidates:
             subtask = f"price_of_{content.slug(p.name).replace('-', '_')}"
-            plan += self._open_product(p, subtask, via_category=False)  # three trips by category would not fit 10 steps
+            plan += self._open_product(p, subtask)
             plan.append(note({f"{subtask[9:]}_price": p.price}, subtask))
         plan.append(answer(f"{cheapest.name} is the cheapest: product code {cheapest.code}, price {cheapest.price}"))
         names = ", ".join(f'"{p.name}"' for p in candidates)
@@ -354,7 +347,7 @@ class ShopSite(Site):
         plan, facts = [], []
         for p, qty in zip(products, quantities):
             subtask = f"add_{content.slug(p.name).replace('-', '_')}"
-            plan += self._open_product(p, subtask, via_category=False)
+            plan += self._open_product(p, subtask)
             if qty != 1:
                 plan.append(type_into("qty", str(qty), f"Set the quantity to {qty} and add it to the {self.words.cart_noun}.", subtask))
             else:
