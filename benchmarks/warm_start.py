@@ -266,12 +266,18 @@ def main() -> None:
         """At least `wanted` new rows from the workers, waiting for them if need be; rows
         stay in the (short) queue otherwise, so workers that are ahead wait."""
         nonlocal produced, sites, too_long
-        fresh = 0
+        fresh, last_rows = 0, time.perf_counter()
         while fresh < wanted:
+            dead = [(i, w.exitcode) for i, w in enumerate(workers) if w.exitcode is not None]
+            if dead:   # its traceback is above; training on with fewer workers would hide it
+                raise RuntimeError(f"demonstration workers stopped (index, exit code): {dead}")
             try:
-                n_sites, rows = rows_in.get(timeout=120)
+                n_sites, rows = rows_in.get(timeout=5)
             except queue.Empty:
-                raise RuntimeError("the demonstration workers sent nothing for 120 s") from None
+                if time.perf_counter() - last_rows > 120:
+                    raise RuntimeError("the demonstration workers sent nothing for 120 s") from None
+                continue
+            last_rows = time.perf_counter()
             fitting = [r for r in rows if len(r[0]) + len(r[1]) <= config.learner.row_length]
             sites, produced, too_long = sites + n_sites, produced + len(fitting), too_long + len(rows) - len(fitting)
             buffer.extend(fitting)

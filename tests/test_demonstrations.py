@@ -56,3 +56,18 @@ def test_held_out_sites_are_refused():
     tasks = generate_tasks("test", 1)[:2]
     with pytest.raises(ValueError, match="not on training sites"):
         demonstrate(text_config(), LocalWeb(), Processor.embedded(), ScreenshotStore(), tasks, progress=None)
+
+
+def test_every_teacher_response_fits_the_warm_start_sampler():
+    """The closed-loop check decodes at most sampler.max_new_tokens; an answer the teacher
+    writes longer than that is cut and counts as an invalid action (it did, at 48)."""
+    from configs.warm_start import get_config as warm_start_config
+
+    config = warm_start_config()
+    processor = Processor.from_pretrained(config.model.tokenizer)
+    trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore(), generate_tasks("test", 2),
+                                  phase="test", progress=None)
+    longest = max(len(s.response_ids) for t in trajectories for s in t.steps)
+    assert all(t.success for t in trajectories)
+    assert longest <= config.sampler.max_new_tokens, longest
+    assert config.sampler.capacity - config.sampler.max_new_tokens >= config.agent.text_budget + 256

@@ -86,22 +86,27 @@ def test_teacher_demonstrations_become_training_rows_in_the_model_format(web):
     assert store.stats.entries == 0
 
 
-def test_the_oracle_answering_with_the_tool_call_alone_takes_the_same_actions(web):
+def test_the_oracle_answering_in_shorter_formats_takes_the_same_actions(web):
     """response_format="action" (the embedded default): the oracle's responses are the tool
-    call alone, short enough for the default's 192 new tokens, and its actions are those
-    of the full memory-additive format."""
+    call alone, short enough for the default's 192 new tokens; "memory+action": the Memory
+    line (the same Memory, growing as facts are read) and the tool call; the actions are
+    those of the full memory-additive format."""
     from asyncwebrl.rollout.policies import OraclePolicy
+    from asyncwebrl.rollout.response import parse_response
 
-    task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)
+    task = next(t for t in generate_tasks("train", 1) if t.difficulty >= 2 and t.local["template"] == "shop.lookup")
     actions, responses = {}, {}
-    for response_format in ("memory", "action"):
+    for response_format in ("memory", "memory+action", "action"):
         (trajectory,), _ = asyncio.run(run_tasks(
             [task], OraclePolicy(web.session, response_format), LocalEnvironment(web),
             EpisodeSettings(interaction="set_of_marks", phase="train"), concurrency=1, progress=None))
         assert trajectory.success
         actions[response_format] = [step.action for step in trajectory.steps]
         responses[response_format] = [step.response for step in trajectory.steps]
-    assert actions["action"] == actions["memory"]
+    assert actions["action"] == actions["memory+action"] == actions["memory"]
+    memories = [parse_response(r).memory for r in responses["memory+action"]]
+    assert memories == [parse_response(r).memory for r in responses["memory"]] and memories[-1] and not memories[0]
+    assert all(r.startswith("Memory: {") and r.count("\n") == 3 for r in responses["memory+action"])
     assert all(r.startswith("<tool_call>") and r.endswith("</tool_call>") and len(r.encode()) < 192
                for r in responses["action"])
     assert all(r.startswith("Memory: ") for r in responses["memory"])

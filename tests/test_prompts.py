@@ -73,6 +73,8 @@ def test_the_action_format_asks_for_the_tool_call_alone_and_reads_back_the_same_
     system = PromptBuilder("set_of_marks", response_format="action").system
     assert "tool call alone" in system and "Memory:" not in system and "element_id" in system
     assert "Memory:" in PromptBuilder("set_of_marks").system
+    compact = PromptBuilder("set_of_marks", response_format="memory+action").system
+    assert "Memory:" in compact and "Progress:" not in compact and "Progress:" in PromptBuilder("set_of_marks").system
     with pytest.raises(ValueError, match="response format"):
         PromptBuilder("set_of_marks", response_format="brief")
 

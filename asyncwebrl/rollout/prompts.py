@@ -52,6 +52,8 @@ def system_prompt(interaction: str, memory: str, response_format: str = "memory"
     tool_call = f'<tool_call>\n{{"name": "{TOOL_NAME}", "arguments": {{...}}}}\n</tool_call>'
     if check_response_format(response_format) == "action":
         answer = ["Respond with the tool call alone:", tool_call]
+    elif response_format == "memory+action":
+        answer = ["Respond in exactly this order:", _MEMORY_RULE[memory], tool_call]
     else:
         answer = ["Respond in exactly this order:", _MEMORY_RULE[memory],
                   'Progress: a JSON object splitting the task into subtasks, each "finished" or "not finished".',

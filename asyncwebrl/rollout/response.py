@@ -25,9 +25,11 @@ GRID = 1000  # coordinates are on a 0..1000 grid in both axes
 INTERACTIONS = ("coordinates", "set_of_marks")
 ACTIONS = ("left_click", "type", "scroll", "wait", "go_back", "navigate", "answer")
 ARGUMENT_KEYS = ("element_id", "coordinate", "text", "direction", "time", "url")
-# "memory": the sections above, then the tool call (SPEC.md §3); "action": the tool call
-# alone, for a model too small to write the rest (the embedded default)
-RESPONSE_FORMATS = ("memory", "action")
+# "memory": the sections above, then the tool call (SPEC.md §3); "memory+action": the Memory
+# line and the tool call (what a small model can write and still carry facts from page to
+# page: with the tool call alone, a fact read three pages ago is gone); "action": the tool
+# call alone
+RESPONSE_FORMATS = ("memory", "memory+action", "action")
 NOOP_SECONDS = 0.2
 MAX_WAIT_SECONDS = 5.0
 
@@ -80,6 +82,8 @@ def format_response(memory: dict, progress: dict, intention: str, action_text: s
     tool_call = f"<tool_call>\n{call}\n</tool_call>"
     if check_response_format(response_format) == "action":
         return tool_call
+    if response_format == "memory+action":
+        return f"Memory: {json.dumps(memory, ensure_ascii=False)}\n{tool_call}"
     return (
         f"Memory: {json.dumps(memory, ensure_ascii=False)}\n"
         f"Progress: {json.dumps(progress, ensure_ascii=False)}\n"

@@ -445,7 +445,10 @@ class ReferenceSite(Site):
     def _oldest_in_subject(self, rng: random.Random) -> TaskDraft:
         """Scan every page of a subject listing for its earliest book (3 facts)."""
         years = {s: sorted(b.year for b in self.in_subject(s)) for s in self.subjects}
-        subject = rng.choice([s for s in self.subjects if len(years[s]) >= 2 and years[s][0] < years[s][1]])  # one answer
+        moves_to_open = len(self._open_subject(self.subjects[0], ""))
+        subject = rng.choice([s for s in self.subjects if len(years[s]) >= 2 and years[s][0] < years[s][1]  # one answer
+                              # open, next page by page, answer: within the easy budget (3 facts)
+                              and moves_to_open + -(-len(years[s]) // self.page_size) <= MOVE_LIMIT["easy"]])
         books = self.in_subject(subject)
         oldest = min(books, key=lambda b: b.year)
         stem, pages = _key(subject), -(-len(books) // self.page_size)
