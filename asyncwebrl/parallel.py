@@ -1,4 +1,4 @@
-"""Meshes and sharding rules (DESIGN.md §5).
+"""Meshes and sharding rules (docs/architecture.md#devices-and-sharding).
 
 One mesh description (axes data, fsdp, tensor; -1 = fill with the remaining devices) and
 one set of logical-axis rules per role. Parameters name their logical axes (see

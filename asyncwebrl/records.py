@@ -6,7 +6,7 @@ import dataclasses
 import json
 from typing import Any
 
-# SPEC.md §3: step limits by difficulty level.
+# Step limits by difficulty level (docs/algorithm.md#step-limits).
 STEP_LIMITS = {"train": {"easy": 10, "medium": 20, "hard": 30}, "test": {"easy": 30, "medium": 50, "hard": 70}}
 LEVELS = ("easy", "medium", "hard")
 
@@ -20,7 +20,7 @@ def difficulty_level(difficulty: int) -> str:
 
 @dataclasses.dataclass
 class Task:
-    """One task in WebGym's JSONL format (SPEC.md §7).
+    """One task in WebGym's JSONL format (docs/algorithm.md#task-files-and-evaluation).
 
     `local` is our extension for tasks on the embedded local web: the site id, split,
     template, per-fact check specs (aligned with the flattened facts) and the oracle
@@ -43,7 +43,7 @@ class Task:
         return difficulty_level(self.difficulty)
 
     def step_limit(self, phase: str) -> int:
-        """phase: "train" or "test" (SPEC.md §3 limits)."""
+        """phase: "train" or "test" (docs/algorithm.md#step-limits)."""
         return STEP_LIMITS[phase][self.level]
 
     @property

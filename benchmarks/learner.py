@@ -4,13 +4,13 @@
         --param-dtype bfloat16 --moment-dtype bfloat16 [--images]
     .venv/bin/python benchmarks/learner.py --preset tiny --row-length 2048     # CPU
 
-Random weights; synthetic step rows shaped like the agent's (SPEC.md §6): a prompt of
-`--prompt` text tokens (plus one 1280x720 screenshot = 880 image tokens with --images) and
-a 240-token response, packed into rows of `--row-length`. One update = gradient
-accumulation over `--microbatches` microbatches + one AdamW step (and, when the learner
-takes more than one optimiser step per update, a proximal log-prob pass before them; not
-with this script's one minibatch and one epoch), timed end to end after a warm-up update
-(compilation excluded).
+Random weights; synthetic step rows shaped like the agent's
+(docs/algorithm.md#training-hyperparameters): a prompt of `--prompt` text tokens (plus one
+1280x720 screenshot = 880 image tokens with --images) and a 240-token response, packed
+into rows of `--row-length`. One update = gradient accumulation over `--microbatches`
+microbatches + one AdamW step (and, when the learner takes more than one optimiser step
+per update, a proximal log-prob pass before them; not with this script's one minibatch
+and one epoch), timed end to end after a warm-up update (compilation excluded).
 
 Model FLOPs per update (the MFU numerator; recomputation from remat is not counted):
 - dense: 2 x matmul parameters per token for a forward (the proximal pass, if the learner
@@ -46,7 +46,7 @@ from asyncwebrl.learner.train import LossSettings, OptimizerSettings  # noqa: E4
 from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
 from benchmarks.workload import ordinary_token_limit  # noqa: E402
 
-RESPONSE_TOKENS = 240        # SPEC.md §6: ~240 response tokens per step
+RESPONSE_TOKENS = 240        # ~240 response tokens per step (docs/algorithm.md#memory-drift)
 # a 1280x720 screenshot under Qwen3-VL's processor (720 rounds to 704): 3,520 patches, 880 tokens
 SCREEN_GRID = (1, 44, 80)
 

@@ -4,7 +4,7 @@ The pool, the screenshots, the sampler and the learner are the real ones; only t
 modelled. Each episode's fate is drawn up front from an EnvironmentModel whose numbers
 come from the local browsers (BENCHMARKS.md: "Browser steps", "Browser pool"): a fresh
 context per episode, a lognormal browser time per step, and failures that run longer
-than successes (most of them to the step limit, SPEC.md §1). Every step still renders a
+than successes (most of them to the step limit, docs/algorithm.md#the-problem). Every step still renders a
 1280x720 screenshot into the ScreenshotStore, processes it for the model on the host,
 and asks the sampler for a response to a prompt of agent-step shape (task text, the last
 two screenshots, a growing action history); the response's content does not steer the

@@ -81,9 +81,9 @@ def get_config() -> config_dict.ConfigDict:
     config.agent.text_budget = 1024  # tokens of page text shown per step; a longer page is cut, with a note
     config.agent.viewport_width = 1280
     config.agent.viewport_height = 720
-    # step limits (easy, medium, hard), shorter than SPEC.md §3's 10/20/30 (train) and 30/50/70
-    # (test), which would take hours on 2 cores with an untrained tiny model; the horizon
-    # ablation doubles the training ones
+    # step limits (easy, medium, hard), shorter than the paper's 10/20/30 (train) and 30/50/70
+    # (test; docs/algorithm.md#step-limits), which would take hours on 2 cores with an
+    # untrained tiny model; the horizon ablation doubles the training ones
     config.agent.train_step_limits = (6, 10, 14)
     config.agent.test_step_limits = (6, 10, 14)
     # A local task whose oracle plan needs more steps than its level's limit gets 1.5x the
@@ -97,9 +97,9 @@ def get_config() -> config_dict.ConfigDict:
     # checkpoint needs it.
     config.agent.system_message = False
     # What a response holds: "memory" = Memory, Progress, Intention, Action, then the tool call
-    # (SPEC.md §3; the oracle's are 270-800 bytes, tool call last); "action" = the tool call
-    # alone (100-150 bytes), so the tiny model's responses fit sampler.max_new_tokens and end in
-    # an action. Memory-drift metrics need "memory".
+    # (docs/algorithm.md#response-format; the oracle's are 270-800 bytes, tool call last);
+    # "action" = the tool call alone (100-150 bytes), so the tiny model's responses fit
+    # sampler.max_new_tokens and end in an action. Memory-drift metrics need "memory".
     config.agent.response_format = "action"
 
     config.browser = config_dict.ConfigDict()
@@ -178,10 +178,10 @@ def get_config() -> config_dict.ConfigDict:
     config.optimizer.warmup_steps = 0
     config.optimizer.final_lr_fraction = 0.1
 
-    # Devices (DESIGN.md §5), per host: the first `count` (-1 = all); of those the first
-    # `sampler` serve this host's sampler and the rest the learner (0 = both share every
-    # one). The learner's mesh spans the learner devices of every host (asyncwebrl/
-    # distributed.py); its axes: data x fsdp x tensor, one may be -1 (fill).
+    # Devices (docs/architecture.md#devices-and-sharding), per host: the first `count`
+    # (-1 = all); of those the first `sampler` serve this host's sampler and the rest the
+    # learner (0 = both share every one). The learner's mesh spans the learner devices of
+    # every host (asyncwebrl/distributed.py); its axes: data x fsdp x tensor, one may be -1 (fill).
     config.devices = config_dict.ConfigDict()
     config.devices.count = 1  # the embedded default: one CPU device
     config.devices.sampler = 0

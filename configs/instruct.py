@@ -1,5 +1,6 @@
-"""The paper's main run (SPEC.md §6): Qwen3-VL-8B-Instruct, WebGym tasks, coordinates mode,
-asynchronous GRPO with decoupled importance sampling, 1/k (k = 10), eta = 2.
+"""The paper's main run (docs/algorithm.md#training-hyperparameters): Qwen3-VL-8B-Instruct,
+WebGym tasks, coordinates mode, asynchronous GRPO with decoupled importance sampling,
+1/k (k = 10), eta = 2.
 
     python main.py --config=configs/instruct.py --config.model.path=/ckpt/Qwen3-VL-8B-Instruct \\
         --config.tasks.path=/data/webgym/train.jsonl --config.tasks.test_path=/data/webgym/test_ood.jsonl \\
@@ -32,7 +33,8 @@ def get_config():
 
     config.agent.interaction = "coordinates"
     config.agent.system_message = True          # the checkpoint reads its instructions
-    config.agent.response_format = "memory"     # SPEC.md §3: Memory, Progress, Intention, Action, tool call
+    # Memory, Progress, Intention, Action, tool call (docs/algorithm.md#response-format)
+    config.agent.response_format = "memory"
     config.agent.train_step_limits = (10, 20, 30)
     config.agent.test_step_limits = (30, 50, 70)
 

@@ -1,4 +1,5 @@
-"""Eight fake CPU devices for every JAX test, so sharded code runs on CPU (DESIGN.md §5).
+"""Eight fake CPU devices for every JAX test, so sharded code runs on CPU
+(docs/architecture.md#devices-and-sharding).
 This must happen before anything imports jax; unsharded code still runs on device 0.
 
 Also: a persistent compilation cache, and a short training run through main.py (tiny model, real Chromium), made once per

@@ -1,5 +1,5 @@
-"""Devices split between sampler and learner (config.devices, DESIGN.md §5), on the eight
-fake CPU devices of tests/conftest.py."""
+"""Devices split between sampler and learner (config.devices,
+docs/architecture.md#devices-and-sharding), on the eight fake CPU devices of tests/conftest.py."""
 
 import jax
 import numpy as np

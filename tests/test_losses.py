@@ -9,7 +9,7 @@ from asyncwebrl.learner.losses import group_advantages, policy_loss, raft_advant
 
 
 def reference_loss(logp, prox, behave, adv, mask, eps, eps_high, c, cap, decoupled):
-    """Token by token, as SPEC.md §5 writes it."""
+    """Token by token, as docs/algorithm.md#the-loss writes it."""
     if not decoupled:
         prox = behave
     total, clipped_tokens, capped_tokens, weights = 0.0, 0, 0, 0.0

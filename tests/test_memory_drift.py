@@ -1,4 +1,4 @@
-"""Memory-drift metrics (SPEC.md §8) on hand-written episodes with known answers."""
+"""Memory-drift metrics (docs/algorithm.md#memory-drift) on hand-written episodes with known answers."""
 
 import json
 

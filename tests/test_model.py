@@ -279,7 +279,8 @@ def test_load_pretrained_rejects_a_mismatched_checkpoint(pair, tmp_path):
 
 
 def test_published_presets_have_the_published_sizes():
-    """SPEC.md §9: Qwen3-VL-8B has 8.77B parameters, 8.19B of them in the text stack."""
+    """Qwen3-VL-8B has 8.77B parameters, 8.19B of them in the text stack
+    (docs/architecture.md#model-presets)."""
     def count(module):
         return sum(math.prod(x.shape) for x in jax.tree.leaves(nnx.state(module, nnx.Param)))
 

@@ -1,5 +1,5 @@
-"""Memory drift (SPEC.md §8): does the agent's Memory stay task-specific and stable, or
-does it grow with the step count and fill with generic placeholder keys?
+"""Memory drift (docs/algorithm.md#memory-drift): does the agent's Memory stay task-specific
+and stable, or does it grow with the step count and fill with generic placeholder keys?
 
     episodes = episodes_from_run("runs/default")          # or [episode_record(t) for t in trajectories]
     memory_drift_metrics(episodes)["generic_key_share"]
@@ -81,7 +81,8 @@ def _outcome(episode: dict) -> str:
 
 
 def memory_drift_metrics(episodes: list[dict]) -> dict:
-    """The SPEC.md §8 measures over a list of episodes (see the module docstring).
+    """The memory-drift measures (docs/algorithm.md#memory-drift) over a list of episodes
+    (see the module docstring).
 
     generic_key_share    distinct keys of each episode, pooled: the share that are generic
     key_persistence      episodes of 2+ steps whose first-step key set equals the last's

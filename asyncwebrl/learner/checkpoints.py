@@ -1,4 +1,5 @@
-"""Orbax checkpoints of the train state plus the caller's runtime state (DESIGN.md §6).
+"""Orbax checkpoints of the train state plus the caller's runtime state
+(docs/architecture.md#reliability-and-security).
 
 A checkpoint is the TrainState (parameters, optimiser moments, step, version) and a JSON
 blob the caller supplies (task-sampler position, admission counters, the seed...). Saves

@@ -1,4 +1,4 @@
-"""The learner: step rows in, one update out (DESIGN.md §3, learner thread).
+"""The learner: step rows in, one update out (docs/architecture.md#from-episodes-to-an-update).
 
     learner = Learner(model, LearnerSettings(...), mesh)
     measurements = learner.update(rows)      # RL: prox pass, epochs x minibatches, version + 1

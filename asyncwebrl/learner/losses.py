@@ -1,4 +1,4 @@
-"""GRPO losses and advantages (SPEC.md §5): pure functions over arrays.
+"""GRPO losses and advantages (docs/algorithm.md#group-advantages onwards): pure functions over arrays.
 
 Advantages are computed per episode on the host (small arrays, numpy); the policy loss
 runs inside the jitted train step (jax.numpy) and returns (loss, metrics).

@@ -34,7 +34,7 @@ class TrainState:
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerSettings:
-    learning_rate: float = 5e-6       # SPEC.md §6
+    learning_rate: float = 5e-6       # docs/algorithm.md#training-hyperparameters
     weight_decay: float = 0.01
     b1: float = 0.9
     b2: float = 0.999

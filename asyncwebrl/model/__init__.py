@@ -1,6 +1,6 @@
-"""Qwen3-VL in Flax NNX (DESIGN.md §4): the policy model, its presets, and Hugging Face
-weights in and out. Tokenization lives in asyncwebrl.model.tokenizer (imported on demand:
-it loads transformers)."""
+"""Qwen3-VL in Flax NNX (docs/architecture.md#the-model-api): the policy model, its presets,
+and Hugging Face weights in and out. Tokenization lives in asyncwebrl.model.tokenizer
+(imported on demand: it loads transformers)."""
 
 from asyncwebrl.model.config import ModelConfig, preset
 from asyncwebrl.model.inputs import ModelInputs, VisionInputs

@@ -1,14 +1,16 @@
-"""Qwen3-VL dimensions: the embedded tiny model and the published 2B/4B/8B presets.
+"""Qwen3-VL dimensions: the embedded presets (tiny, small, medium) and the published
+2B/4B/8B ones.
 
 The field names are ours; `from_hf_dict` / `to_hf_dict` translate to and from the
-`config.json` of a Hugging Face Qwen3-VL checkpoint (SPEC.md §9 has the published numbers).
+`config.json` of a Hugging Face Qwen3-VL checkpoint (docs/architecture.md#model-presets
+has the published numbers).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-# Special token ids of the real Qwen3-VL vocabulary (SPEC.md §9).
+# Special token ids of the real Qwen3-VL vocabulary (docs/architecture.md#model-presets).
 QWEN_IDS = dict(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,
                 vision_end_token_id=151653)
 # The embedded byte-level tokenizer puts Qwen's special tokens right after the 256 bytes

@@ -1,6 +1,6 @@
 """Observing a Chromium page and acting on it, in both interaction modes.
 
-`coordinates`: the model points on a 0..1000 grid (SPEC.md §3), mapped to the viewport.
+`coordinates`: the model points on a 0..1000 grid (docs/algorithm.md#actions), mapped to the viewport.
 `set_of_marks`: visible interactive elements get numbers, drawn as boxes on the
 screenshot and listed as text; the model names an element id.
 
@@ -137,7 +137,7 @@ _LOCATE_JS = r"""
 _REMOVE_MARKS_JS = "() => document.querySelectorAll('[data-awr-overlay]').forEach(e => e.remove())"
 _SCROLL_JS = "(dy) => window.scrollBy(0, dy)"
 
-SCROLL_OVERLAP_PX = 50  # a scroll moves one viewport minus this (SPEC.md §3)
+SCROLL_OVERLAP_PX = 50  # a scroll moves one viewport minus this (docs/algorithm.md#actions)
 NAVIGATION_GRACE_S = 0.05  # a click starts its navigation within this on a local page
 
 

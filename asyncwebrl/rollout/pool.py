@@ -1,4 +1,4 @@
-"""BrowserPool: browser workers that live for the whole run (SPEC.md §2, "everlasting").
+"""BrowserPool: browser workers that live for the whole run (docs/algorithm.md#everlasting-rollout).
 
 W workers, each one Chromium with up to P episodes (pages, one context each) at a time.
 A worker starts the next episode the moment a page is free: no per-round warm-up. A

@@ -1,4 +1,5 @@
-"""PromptBuilder: the agent's prompt as Qwen3-VL chat messages (SPEC.md §3).
+"""PromptBuilder: the agent's prompt as Qwen3-VL chat messages
+(docs/algorithm.md#observations-and-prompts).
 
     system     how to answer: tool, actions, the memory-additive (or compressive) format
                (optional: left out for a model trained from scratch)
@@ -13,7 +14,8 @@ as text instead of (or beside) its screenshot, cut at a token budget with a note
 where; earlier steps show their URL and title only, and the task is repeated last.
 
 Images appear as {"type": "image", "image": <screenshot key>}: the prompt carries keys,
-never pixels; the tokenizer/processor (model issue) fetches them from the store.
+never pixels; the model policy (runtime/model_policy.py) reads them from the store when
+it encodes the prompt.
 """
 
 from __future__ import annotations

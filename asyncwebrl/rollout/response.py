@@ -1,4 +1,4 @@
-"""The agent's response format (SPEC.md §3): writing it and reading it back.
+"""The agent's response format (docs/algorithm.md#response-format): writing it and reading it back.
 
     Memory: {"json": "object of facts, append-only"}
     Progress: {"subtask_key": "finished" | "not finished", ...}
@@ -25,10 +25,10 @@ GRID = 1000  # coordinates are on a 0..1000 grid in both axes
 INTERACTIONS = ("coordinates", "set_of_marks")
 ACTIONS = ("left_click", "type", "scroll", "wait", "go_back", "navigate", "answer")
 ARGUMENT_KEYS = ("element_id", "coordinate", "text", "direction", "time", "url")
-# "memory": the sections above, then the tool call (SPEC.md §3); "memory+action": the Memory
-# line and the tool call (what a small model can write and still carry facts from page to
-# page: with the tool call alone, a fact read three pages ago is gone); "action": the tool
-# call alone
+# "memory": the sections above, then the tool call (docs/algorithm.md#response-format);
+# "memory+action": the Memory line and the tool call (what a small model can write and
+# still carry facts from page to page: with the tool call alone, a fact read three pages
+# ago is gone); "action": the tool call alone
 RESPONSE_FORMATS = ("memory", "memory+action", "action")
 NOOP_SECONDS = 0.2
 MAX_WAIT_SECONDS = 5.0

@@ -1,4 +1,4 @@
-"""The URL sandbox: what an episode's browser may reach (DESIGN.md §6).
+"""The URL sandbox: what an episode's browser may reach (docs/architecture.md#reliability-and-security).
 
 - Schemes: only http and https (no file:, chrome:, data:, javascript:, ...).
 - Hosts for navigation (the agent's `navigate`, link clicks, redirects, popups): the

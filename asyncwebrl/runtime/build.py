@@ -62,7 +62,7 @@ def restore_trained(config, model: nnx.Module) -> nnx.Module:
 
 
 def device_meshes(config) -> tuple[Mesh, Mesh]:
-    """(sampler mesh, learner mesh) of config.devices (DESIGN.md §5).
+    """(sampler mesh, learner mesh) of config.devices (docs/architecture.md#devices-and-sharding).
 
     devices.count: how many devices of each host (process) the run uses, the first ones
     (-1: all). devices.sampler: of those, the first N serve this host's sampler and the

@@ -1,6 +1,6 @@
 """Evaluation: one episode per task on a few concurrent browser pages, then eval.json.
 
-Counting follows WebGym's convention (DESIGN.md §4): `episodes` are finished episodes
+Counting follows WebGym's convention (docs/architecture.md#evaljson): `episodes` are finished episodes
 with a known reward; crashed, blocked and unknown-reward episodes are excluded from the
 success rate and counted in their own fields. A success rate over no scored episodes (an
 evaluation where every episode crashed, a level with no tasks) is None (null in
@@ -111,7 +111,7 @@ def _percent(rate: float | None) -> str:
 
 
 def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None) -> dict:
-    """The eval.json fields of DESIGN.md §4 (plus timing)."""
+    """The eval.json fields (docs/architecture.md#evaljson), plus timing."""
     scored = [t for t in trajectories if t.outcome in SCORED_OUTCOMES and t.reward is not None]
     by_difficulty = {}
     for level in LEVELS:

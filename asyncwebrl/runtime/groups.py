@@ -1,5 +1,5 @@
-"""Task groups from admission to the learner (SPEC.md §2): the task sampler, the
-staleness gate, and the group buffer with dynamic sampling.
+"""Task groups from admission to the learner (docs/algorithm.md#admission-and-staleness):
+the task sampler, the staleness gate, and the group buffer with dynamic sampling.
 
 Counted in groups (one task, G episodes):
     running   groups admitted whose episodes are not all finished
@@ -95,9 +95,9 @@ class GroupCounts:
 class GroupBuffer:
     """Admission, completion and hand-over of task groups.
 
-    Dynamic sampling (SPEC.md §5) drops groups whose rewards are all equal; switched off,
-    they reach the learner with advantage 0 (tests and the sync/async benchmark use that
-    to keep updates coming from an untrained policy).
+    Dynamic sampling (docs/algorithm.md#dynamic-sampling) drops groups whose rewards are all
+    equal; switched off, they reach the learner with advantage 0 (tests and the sync/async
+    benchmark use that to keep updates coming from an untrained policy).
     The collector calls `admit()` (None when the gate is closed) and `add(trajectory)`;
     the learner calls `take(count)` and `set_version(v)`. `release` receives the
     screenshot keys of every group that leaves without training, so the store frees them."""

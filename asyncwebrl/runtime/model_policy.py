@@ -1,4 +1,5 @@
-"""The model as a policy: prompt -> tokens -> sampler -> response text (DESIGN.md §3).
+"""The model as a policy: prompt -> tokens -> sampler -> response text
+(docs/architecture.md#one-step-of-an-episode).
 
 For every step the agent builds the Qwen3-VL chat prompt (PromptBuilder), fetches the
 screenshots it names from the store, encodes both with the Processor, and awaits the

@@ -1,4 +1,5 @@
-"""The asynchronous trainer (DESIGN.md §3): collector, sampler and learner overlap.
+"""The asynchronous trainer (docs/architecture.md#processes-and-threads): collector, sampler
+and learner overlap.
 
     collector thread   asyncio: admits task groups through the staleness gate and runs
                        their episodes on the evergreen browser pool (the sampler engine
@@ -6,7 +7,7 @@
     sampler thread     the Engine (continuous batching; takes published weights between
                        decode iterations)
     caller's thread    the learner loop: B groups -> advantages -> step rows -> update ->
-                       publish -> free screenshot keys -> metrics -> checkpoint
+                       publish -> metrics -> checkpoint -> free screenshot keys
     next-batch thread  assembles the next B groups one at a time, building each group's
                        step rows as soon as it is ready; for eta > 0 it starts as an
                        update begins, so the host work of batch u + 1 overlaps the
@@ -269,7 +270,8 @@ class Orchestrator:
                 except asyncio.TimeoutError:
                     pass
         finally:
-            for task in episodes:   # in-flight episodes are lost on stop (DESIGN.md §6)
+            # in-flight episodes are lost on stop (docs/architecture.md#reliability-and-security)
+            for task in episodes:
                 task.cancel()
             await asyncio.gather(*episodes, return_exceptions=True)
             await pool.__aexit__(None, None, None)

@@ -1,4 +1,4 @@
-"""Trajectories -> learner step rows (DESIGN.md §3: "pack step rows").
+"""Trajectories -> learner step rows (docs/architecture.md#from-episodes-to-an-update).
 
 Each model step becomes one row: the prompt exactly as the sampler saw it (token ids,
 image placeholders expanded), the response ids, the behaviour log-probs and versions,

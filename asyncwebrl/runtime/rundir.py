@@ -1,4 +1,4 @@
-"""The run directory (DESIGN.md §4): what a training run leaves behind.
+"""The run directory (docs/architecture.md#the-run-directory): what a training run leaves behind.
 
     W/config.json            the resolved config (main.py)
     W/metrics.jsonl          one JSON object per learner update ("phase": "rl") or

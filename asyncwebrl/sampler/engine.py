@@ -9,7 +9,8 @@
 Loop (one thread): swap in published parameters if any -> prefill queued requests into
 free slots -> one decode step for every slot -> hand back finished slots at once. A
 request's prompt is prefilled in chunks of the bucketed lengths in `prompt_buckets`, so
-the shapes the engine compiles are: one decode step, and one prefill per bucket.
+the shapes the engine compiles are: one prefill per bucket (for a first and for a later
+chunk) and one decode step per attention window (`windows`); `warm_up` compiles them all.
 
 Every generated token carries the version of the parameters that produced it (the
 prefill's version for the first token, the decode step's for the others). A publish

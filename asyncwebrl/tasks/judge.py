@@ -1,4 +1,4 @@
-"""The LLM rubric judge for WebGym tasks (SPEC.md §4), over an OpenAI-compatible
+"""The LLM rubric judge for WebGym tasks (docs/algorithm.md#the-llm-judge), over an OpenAI-compatible
 chat-completions endpoint.
 
     judge = LLMJudge(JudgeSettings(base_url="http://host:8000/v1", model="qwen3-vl-32b"))

@@ -1,4 +1,4 @@
-"""WebGym task files (SPEC.md §7): JSONL, one task per line.
+"""WebGym task files (docs/algorithm.md#task-files-and-evaluation): JSONL, one task per line.
 
     tasks, report = load_webgym("train.jsonl", levels=("easy", "medium"))
     print(report)      # 292,092 rows: 290,114 kept, 1,978 outside the levels asked for

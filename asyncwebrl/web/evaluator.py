@@ -1,4 +1,4 @@
-"""The programmatic judge for local tasks (SPEC.md §4, last paragraph).
+"""The programmatic judge for local tasks (docs/algorithm.md#the-programmatic-judge).
 
 Each rubric fact is checked on its own: answer facts must appear in the final answer
 after type-aware normalisation (case, whitespace, thousands separators, currency,

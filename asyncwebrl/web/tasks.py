@@ -71,7 +71,7 @@ def generate_tasks(split: str, sites_per_variant: int) -> list[Task]:
 
 def select_balanced(tasks: list[Task], count: int, seed: int = 0) -> list[Task]:
     """`count` tasks spread evenly over difficulty levels, and within a level over
-    templates (uniform sampling over difficulties works best, SPEC.md §8).
+    templates (uniform sampling over difficulties works best, docs/algorithm.md#task-sampling).
 
     Deterministic for a seed. Raises if a level has too few tasks for its share."""
     by_level: dict[str, dict[str, list[Task]]] = defaultdict(lambda: defaultdict(list))
