@@ -212,7 +212,7 @@ def test_nan_guard_skips_the_update_and_keeps_the_moments():
 
 
 def test_supervised_mode_learns_the_demonstrations():
-    learner = Learner(tiny_model(), settings(loss=LossSettings(mode="sft")))
+    learner = Learner(tiny_model(), settings(loss=LossSettings(kind="sft")))
     rows = make_rows(4, seed=6)
     first = learner.update(rows)["nll"]
     for _ in range(15):
