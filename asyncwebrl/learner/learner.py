@@ -94,7 +94,10 @@ class Learner:
             prox = jax.block_until_ready([self._logprobs(self.state.params, mb) for mb in microbatches])
         proximal = time.perf_counter()
         version = self.version
-        totals, steps = {}, 0
+        # each optimiser step's measurements stay on the device until the loop ends, so the host
+        # queues the next step without waiting for this one; fetched once, they are summed on the
+        # host in float64 (a float32 sum on the device would round the means)
+        on_device = []
         for epoch in range(self.settings.epochs):
             order = np.random.default_rng((self.settings.seed, int(self.state.step), epoch)).permutation(
                 len(microbatches))
@@ -105,17 +108,18 @@ class Learner:
                     grads, new = self._accumulate(self.state.params, grads, microbatches[i], prox[i])
                     metrics = new if metrics is None else jax.tree.map(jnp.add, metrics, new)
                 self.state, measured = self._apply(self.state, grads, metrics)
-                steps += 1
-                for name, value in jax.device_get(measured).items():
-                    totals[name] = totals.get(name, 0.0) + float(value)
+                on_device.append(measured)
         if loss_kind(self.settings.loss.kind).learns_from_rewards:   # a policy version (warm-start steps are none)
             self.state = self.state.replace(version=self.state.version + 1)
-        measurements = {name: value / steps for name, value in totals.items()}
+        per_step = jax.device_get(on_device)
+        totals = {name: sum(float(step[name]) for step in per_step) for name in per_step[0]}
+        measurements = {name: total / len(per_step) for name, total in totals.items()}
+        last = per_step[-1]
         measurements.update(
             self._batch_facts(rows, microbatches, version),
             images_shown=sum(r.num_images for r in rows), images_encoded=images_encoded,
-            skipped=totals["skipped"], optimizer_steps=steps, proximal_pass=proximal_pass,
-            param_norm=float(measured["param_norm"]), learning_rate=float(measured["learning_rate"]),
+            skipped=totals["skipped"], optimizer_steps=len(per_step), proximal_pass=proximal_pass,
+            param_norm=float(last["param_norm"]), learning_rate=float(last["learning_rate"]),
             version=self.version,
             seconds=time.perf_counter() - started, pack_seconds=packed - started, prox_seconds=proximal - packed)
         return measurements
