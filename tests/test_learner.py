@@ -10,12 +10,16 @@ from flax import nnx
 
 from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.learner.learner import Learner, LearnerSettings
+from asyncwebrl.learner.losses import LOSSES, LossKind
 from asyncwebrl.learner.packing import PackingShape, StepRow, pack
 from asyncwebrl.learner.train import LossSettings, OptimizerSettings, learning_rate_schedule, target_logprobs
 from asyncwebrl.model import Qwen3VL, preset
 from asyncwebrl.model.inputs import vision_inputs
 from asyncwebrl.model.tokenizer import Processor, byte_tokenizer, make_image_processor
 from asyncwebrl.parallel import make_mesh
+from asyncwebrl.records import Task, Trajectory
+from asyncwebrl.runtime.rows import episode_advantages
+from asyncwebrl.runtime.training import learner_record
 
 # The tiny preset's architecture with fewer layers: the learner's mechanics, quicker to compile.
 CONFIG = dataclasses.replace(preset("tiny"), text=dataclasses.replace(preset("tiny").text, num_layers=2),
@@ -212,13 +216,52 @@ def test_nan_guard_skips_the_update_and_keeps_the_moments():
 
 
 def test_supervised_mode_learns_the_demonstrations():
-    learner = Learner(tiny_model(), settings(loss=LossSettings(mode="sft")))
+    learner = Learner(tiny_model(), settings(loss=LossSettings(kind="sft")))
     rows = make_rows(4, seed=6)
     first = learner.update(rows)["nll"]
     for _ in range(15):
         last = learner.update(rows)["nll"]
     assert last < 0.7 * first
     assert learner.version == 0  # warm-start steps are not RL updates
+
+
+def test_a_new_loss_kind_is_one_registry_line(monkeypatch):
+    """A toy REINFORCE kind, registered with one line: the step rows take its advantages,
+    the learner trains with its loss (with no proximal pass, as it reads no pi_prox), and
+    its metrics come back and are logged under their own names."""
+    def reinforce(logp, prox_logp, microbatch, settings):
+        weighted = microbatch.advantages * microbatch.loss_mask
+        total = -(weighted * logp).sum()
+        return total, {"reinforce_loss": total, "mean_advantage": weighted.sum()}
+
+    def centred_rewards(rewards, group_ids, num_steps, *, normalizer, k):
+        rewards = np.asarray(rewards, np.float32)
+        return rewards - rewards.mean()
+
+    monkeypatch.setitem(LOSSES, "reinforce", LossKind(reinforce, "reinforce_loss", advantages=centred_rewards))
+
+    task = Task(task_id="toy", task_name="toy", website="http://toy.test/")
+    episodes = [Trajectory(task=task, steps=[], outcome="answered", reward=r) for r in (1.0, 0.0, 0.0, 1.0)]
+    np.testing.assert_allclose(episode_advantages(episodes, kind="reinforce", normalizer="const", k=10.0),
+                               [0.5, -0.5, -0.5, 0.5])
+    rows = make_rows(6, seed=8)
+    learner = Learner(tiny_model(), settings(loss=LossSettings(kind="reinforce"), epochs=2))
+    before = params_of(learner)
+    measured = learner.update(rows)
+    tokens = np.array([len(r.response_ids) for r in rows])
+    advantages = np.array([r.advantage for r in rows])
+    assert measured["mean_advantage"] == pytest.approx((tokens * advantages).sum() / tokens.sum(), rel=1e-5)
+    assert np.isfinite(measured["reinforce_loss"]) and measured["skipped"] == 0
+    assert measured["optimizer_steps"] == 2 and not measured["proximal_pass"]
+    assert learner.version == 1   # it learns from rewards: each update is a policy version
+    assert any(not np.array_equal(a, b) for a, b in zip(before, params_of(learner)))
+    for name in ("reinforce_loss", "mean_advantage"):   # metrics.jsonl's record takes them as they are
+        assert learner_record(measured)[name] == measured[name]
+
+
+def test_an_unknown_loss_kind_is_named_when_the_learner_is_set_up():
+    with pytest.raises(ValueError, match="loss kind must be one of"):
+        settings(loss=LossSettings(kind="ppo"))
 
 
 def test_sharded_update_equals_single_device():

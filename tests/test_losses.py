@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from asyncwebrl.learner.losses import group_advantages, policy_loss, raft_advantages, step_advantages
+from asyncwebrl.learner.choices import LOSS_KINDS, WARM_START_KIND
+from asyncwebrl.learner.losses import LOSSES, group_advantages, policy_loss, raft_advantages, step_advantages
 
 
 def reference_loss(logp, prox, behave, adv, mask, eps, eps_high, c, cap, decoupled):
@@ -107,6 +108,14 @@ def test_step_and_raft_advantages():
     with pytest.raises(ValueError):
         step_advantages(adv, [4, 10], "episode")
     np.testing.assert_allclose(raft_advantages([1, 0, 1], [5, 13, 2]), [0.2, 0.0, 0.5])
+
+
+def test_the_jax_free_names_are_the_registry_of_loss_kinds():
+    """choices.py names the kinds for the config check (no JAX there); LOSSES holds them.
+    A config's loss.kind learns from rewards; the warm start's kind does not."""
+    assert sorted(LOSSES) == sorted((*LOSS_KINDS, WARM_START_KIND))
+    assert all(LOSSES[kind].learns_from_rewards for kind in LOSS_KINDS)
+    assert not LOSSES[WARM_START_KIND].learns_from_rewards
 
 
 @pytest.mark.parametrize("normalizer, expected", [

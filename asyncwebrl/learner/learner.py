@@ -2,7 +2,7 @@
 
     learner = Learner(model, LearnerSettings(...), mesh)
     measurements = learner.update(rows)      # RL: prox pass, epochs x minibatches, version + 1
-    measurements = learner.update(rows)      # with settings.loss.mode == "sft": warm start
+    measurements = learner.update(rows)      # with settings.loss.kind == "sft": warm start
     params = learner.params                  # what the sampler gets
 
 Rows are packed into fixed-shape microbatches (packing.py); each minibatch is a list of
@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from asyncwebrl.learner.losses import loss_kind
 from asyncwebrl.learner.packing import Microbatch, PackingShape, StepRow, pack
 from asyncwebrl.learner.train import (LossSettings, OptimizerSettings, TrainState, build_steps, learning_rate_schedule,
                                       make_optimizer, zeros_like_params)
@@ -42,8 +43,7 @@ class LearnerSettings:
     def __post_init__(self):
         if self.epochs < 1 or self.minibatches < 1:
             raise ValueError(f"epochs and minibatches must be >= 1, got {self.epochs} and {self.minibatches}")
-        if self.loss.mode not in ("rl", "sft"):
-            raise ValueError(f"loss.mode must be 'rl' or 'sft', got {self.loss.mode!r}")
+        loss_kind(self.loss.kind)   # an unknown kind fails here, not when the first update compiles
 
 
 class Learner:
@@ -88,14 +88,16 @@ class Learner:
                              if mb.inputs.vision is not None)
         microbatches = [self._place(mb) for mb in packed_on_host]
         packed = time.perf_counter()
-        rl = self.settings.loss.mode == "rl"
         prox = [None] * len(microbatches)
-        proximal_pass = rl and self._needs_proximal_pass(len(microbatches))
+        proximal_pass = self._needs_proximal_pass(len(microbatches))
         if proximal_pass:
             prox = jax.block_until_ready([self._logprobs(self.state.params, mb) for mb in microbatches])
         proximal = time.perf_counter()
         version = self.version
-        totals, steps = {}, 0
+        # each optimiser step's measurements stay on the device until the loop ends, so the host
+        # queues the next step without waiting for this one; fetched once, they are summed on the
+        # host in float64 (a float32 sum on the device would round the means)
+        on_device = []
         for epoch in range(self.settings.epochs):
             order = np.random.default_rng((self.settings.seed, int(self.state.step), epoch)).permutation(
                 len(microbatches))
@@ -106,17 +108,18 @@ class Learner:
                     grads, new = self._accumulate(self.state.params, grads, microbatches[i], prox[i])
                     metrics = new if metrics is None else jax.tree.map(jnp.add, metrics, new)
                 self.state, measured = self._apply(self.state, grads, metrics)
-                steps += 1
-                for name, value in jax.device_get(measured).items():
-                    totals[name] = totals.get(name, 0.0) + float(value)
-        if rl:
+                on_device.append(measured)
+        if loss_kind(self.settings.loss.kind).learns_from_rewards:   # a policy version (warm-start steps are none)
             self.state = self.state.replace(version=self.state.version + 1)
-        measurements = {name: value / steps for name, value in totals.items()}
+        per_step = jax.device_get(on_device)
+        totals = {name: sum(float(step[name]) for step in per_step) for name in per_step[0]}
+        measurements = {name: total / len(per_step) for name, total in totals.items()}
+        last = per_step[-1]
         measurements.update(
             self._batch_facts(rows, microbatches, version),
             images_shown=sum(r.num_images for r in rows), images_encoded=images_encoded,
-            skipped=totals["skipped"], optimizer_steps=steps, proximal_pass=proximal_pass,
-            param_norm=float(measured["param_norm"]), learning_rate=float(measured["learning_rate"]),
+            skipped=totals["skipped"], optimizer_steps=len(per_step), proximal_pass=proximal_pass,
+            param_norm=float(last["param_norm"]), learning_rate=float(last["learning_rate"]),
             version=self.version,
             seconds=time.perf_counter() - started, pack_seconds=packed - started, prox_seconds=proximal - packed)
         return measurements
@@ -125,9 +128,11 @@ class Learner:
         """pi_prox (decoupled loss) is the parameters at the start of the update. With one
         optimiser step per update the loss is taken at exactly those parameters, so the
         forward pass of the step itself gives pi_prox (stop-gradient) and a separate pass
-        would compute the same numbers again; the coupled loss does not use pi_prox."""
+        would compute the same numbers again; the coupled loss, and a kind that reads no
+        pi_prox, do not use it."""
         optimizer_steps = self.settings.epochs * min(self.settings.minibatches, microbatches)
-        return self.settings.loss.decoupled and optimizer_steps > 1
+        loss = self.settings.loss
+        return loss_kind(loss.kind).uses_prox and loss.decoupled and optimizer_steps > 1
 
     def _batch_facts(self, rows: list[StepRow], microbatches: list[Microbatch], version: int) -> dict:
         response_tokens = sum(len(r.response_ids) for r in rows)

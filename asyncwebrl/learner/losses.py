@@ -2,9 +2,18 @@
 
 Advantages are computed per episode on the host (small arrays, numpy); the policy loss
 runs inside the jitted train step (jax.numpy) and returns (loss, metrics).
+
+LOSSES is the registry of loss kinds, one LossKind each: the learner (train.py,
+learner.py) and the step rows (runtime/rows.py) ask it for everything kind-specific, and
+the run logs every metric its token loss returns. Adding a kind is its function(s) here,
+one line in LOSSES, and its name in choices.py (kept JAX-free for the config check; a
+test holds the two equal).
 """
 
 from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -87,3 +96,71 @@ def policy_loss(logp, prox_logp, behave_logp, advantages, mask, *, eps: float = 
         "tokens": mask.sum(),
     }
     return loss, metrics
+
+
+# ---------------------------------------------------------------- the loss kinds
+
+def grpo_episode_advantages(rewards, group_ids, num_steps, *, normalizer: str, k: float) -> np.ndarray:
+    """GRPO: the group-relative advantage, spread over the episode's steps by the normaliser."""
+    return step_advantages(group_advantages(rewards, group_ids), num_steps, normalizer, k)
+
+
+def raft_episode_advantages(rewards, group_ids, num_steps, *, normalizer: str, k: float) -> np.ndarray:
+    """RAFT++ (raft_advantages): no group statistics and its own 1/T, so the normaliser is unused."""
+    return raft_advantages(rewards, num_steps)
+
+
+def clipped_policy_loss(logp, prox_logp, microbatch, settings):
+    """policy_loss with settings' clips, as sums over the microbatch's response tokens."""
+    mask = microbatch.loss_mask
+    tokens = mask.sum()
+    mean, metrics = policy_loss(logp, prox_logp, microbatch.behave_logprobs, microbatch.advantages, mask,
+                                eps=settings.eps, eps_high=settings.eps_high, dual_clip=settings.dual_clip,
+                                behave_cap=settings.behave_cap, decoupled=settings.decoupled)
+    # policy_loss returns token means; sums make accumulation over microbatches exact
+    summed = {name: value * tokens for name, value in metrics.items() if name != "tokens"}
+    return mean * tokens, {**summed, "loss": mean * tokens}
+
+
+def cross_entropy(logp, prox_logp, microbatch, settings):
+    """Supervised: the summed negative log-likelihood of the response tokens."""
+    total = -(logp * microbatch.loss_mask).sum()
+    return total, {"nll": total}
+
+
+@dataclasses.dataclass(frozen=True)
+class LossKind:
+    """What the learner and the step rows need of a loss kind.
+
+    token_loss(logp, prox_logp, microbatch, settings) -> (loss, metrics), run inside the
+        jitted step: logp [R, L] the log-probs being trained, prox_logp pi_prox's (the
+        stop-gradient of logp when the update skips the proximal pass), settings the
+        LossSettings. The loss and every metric are sums over the response tokens; the
+        learner reports each metric as its token mean over the update, under its own name.
+    objective: the metric that is the loss itself; a step where it is not finite is skipped.
+    advantages(rewards, group_ids, num_steps, *, normalizer, k) -> each episode's per-step
+        advantage, made on the host from the episodes' rewards. None for a kind that learns
+        from demonstrations: it gets no rewards, and its updates publish no policy version.
+    uses_prox: whether token_loss reads pi_prox, so that an update of several optimiser
+        steps runs the proximal pass first (with loss.decoupled)."""
+    token_loss: Callable
+    objective: str
+    advantages: Callable | None = None
+    uses_prox: bool = False
+
+    @property
+    def learns_from_rewards(self) -> bool:
+        return self.advantages is not None
+
+
+LOSSES: dict[str, LossKind] = {
+    "grpo": LossKind(clipped_policy_loss, "loss", advantages=grpo_episode_advantages, uses_prox=True),
+    "raft": LossKind(clipped_policy_loss, "loss", advantages=raft_episode_advantages, uses_prox=True),
+    "sft": LossKind(cross_entropy, "nll"),
+}
+
+
+def loss_kind(name: str) -> LossKind:
+    if name not in LOSSES:
+        raise ValueError(f"loss kind must be one of {tuple(LOSSES)}, got {name!r}")
+    return LOSSES[name]

@@ -2,10 +2,11 @@
 
 An update is: one proximal log-prob pass over all microbatches (current parameters, no
 gradient; skipped when the update is a single optimiser step, where pi_prox is exactly the
-parameters the loss is taken at, or when the loss is coupled), then for each minibatch:
-sum the gradients of its microbatches, divide by the minibatch's response-token count
-(exact accumulation: the result equals one big batch's token mean), clip, AdamW. The loop
-that strings them together is in learner.py.
+parameters the loss is taken at, or when the loss is coupled or its kind reads no pi_prox),
+then for each minibatch: sum the gradients of its microbatches, divide by the minibatch's
+response-token count (exact accumulation: the result equals one big batch's token mean),
+clip, AdamW. The loop that strings them together is in learner.py; the loss itself is the
+kind's (losses.LOSSES).
 
 All three functions are jitted once with the learner mesh's parameter shardings; the
 train state is donated, so parameters and optimiser moments are updated in place.
@@ -20,7 +21,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx, struct
 
-from asyncwebrl.learner.losses import policy_loss
+from asyncwebrl.learner.losses import loss_kind
 from asyncwebrl.learner.packing import Microbatch
 
 
@@ -48,7 +49,7 @@ class OptimizerSettings:
 
 @dataclasses.dataclass(frozen=True)
 class LossSettings:
-    mode: str = "rl"                  # "rl" (decoupled-IS GRPO) or "sft" (masked cross-entropy)
+    kind: str = "grpo"                # a key of losses.LOSSES: "grpo", "raft", or "sft" (the warm start)
     decoupled: bool = True
     eps: float = 0.2
     eps_high: float = 0.2
@@ -100,21 +101,13 @@ def target_logprobs(model, microbatch: Microbatch, temperature: float, chunk: in
 
 
 def microbatch_loss(model, microbatch: Microbatch, prox_logprobs, settings: LossSettings):
-    """(sum of per-token losses over the microbatch's response tokens, metrics x tokens)."""
+    """The loss kind's (sum of per-token losses over the microbatch's response tokens,
+    metric sums), with "tokens": the response-token count that turns sums into means."""
     logp = target_logprobs(model, microbatch, settings.temperature, settings.logit_chunk)
-    mask = microbatch.loss_mask
-    tokens = mask.sum()
-    if settings.mode == "sft":
-        total = -(logp * mask).sum()
-        return total, {"nll": total, "tokens": tokens}
-    if prox_logprobs is None:   # one optimiser step per update: pi_prox is these very parameters
+    if prox_logprobs is None:   # the update ran no proximal pass: pi_prox is these very parameters
         prox_logprobs = jax.lax.stop_gradient(logp)
-    mean, metrics = policy_loss(logp, prox_logprobs, microbatch.behave_logprobs, microbatch.advantages, mask,
-                                eps=settings.eps, eps_high=settings.eps_high, dual_clip=settings.dual_clip,
-                                behave_cap=settings.behave_cap, decoupled=settings.decoupled)
-    # policy_loss returns token means; sums make accumulation over microbatches exact
-    summed = {name: value * tokens for name, value in metrics.items() if name != "tokens"}
-    return mean * tokens, {**summed, "loss": mean * tokens, "tokens": tokens}
+    total, metrics = loss_kind(settings.kind).token_loss(logp, prox_logprobs, microbatch, settings)
+    return total, {**metrics, "tokens": microbatch.loss_mask.sum()}
 
 
 def build_steps(graphdef, tx: optax.GradientTransformation, schedule: optax.Schedule, settings: LossSettings,
@@ -144,8 +137,7 @@ def build_steps(graphdef, tx: optax.GradientTransformation, schedule: optax.Sche
         params = optax.apply_updates(state.params, updates)
         grad_norm = optax.tree.norm(grads)
         measurements = {name: value / tokens for name, value in metrics.items() if name != "tokens"}
-        loss_name = "nll" if settings.mode == "sft" else "loss"
-        finite = jnp.isfinite(measurements[loss_name]) & jnp.isfinite(grad_norm)
+        finite = jnp.isfinite(measurements[loss_kind(settings.kind).objective]) & jnp.isfinite(grad_norm)
         # NaN guard: a non-finite loss or gradient leaves parameters and moments untouched
         keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)  # noqa: E731
         new_state = TrainState(params=keep(params, state.params), opt_state=keep(opt_state, state.opt_state),

@@ -3,6 +3,7 @@ policy, learner. One definition each, shared by evaluation and training."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import jax
@@ -10,6 +11,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
+from asyncwebrl.learner.choices import WARM_START_KIND
 from asyncwebrl.learner.learner import Learner, LearnerSettings
 from asyncwebrl.learner.packing import PackingShape
 from asyncwebrl.learner.train import LossSettings, OptimizerSettings
@@ -111,7 +113,7 @@ def make_model_policy(config, engine: Engine, processor: Processor, store: Scree
 
 
 def make_learner(config, model: nnx.Module, mode: str) -> Learner:
-    """mode "sft": the warm start's cross-entropy; "rl": decoupled-IS GRPO (config.loss)."""
+    """mode "sft": the warm start's cross-entropy (config.sft); "rl": config.loss.kind, with config.loss."""
     p, loss, opt = config.learner, config.loss, config.optimizer
     if p.row_length < config.sampler.capacity:
         raise ValueError(f"learner.row_length ({p.row_length}) must be >= sampler.capacity "
@@ -122,13 +124,18 @@ def make_learner(config, model: nnx.Module, mode: str) -> Learner:
         optimizer = OptimizerSettings(learning_rate=config.sft.learning_rate, weight_decay=opt.weight_decay,
                                       max_grad_norm=opt.max_grad_norm, warmup_steps=config.sft.warmup_steps,
                                       total_steps=max(config.sft.steps, 1), final_lr_fraction=opt.final_lr_fraction)
-        return Learner(model, LearnerSettings(packing=packing, loss=LossSettings(mode="sft"), optimizer=optimizer,
-                                              seed=config.seed), mesh=device_meshes(config)[1])
+        return Learner(model, LearnerSettings(packing=packing, loss=LossSettings(kind=WARM_START_KIND),
+                                              optimizer=optimizer, seed=config.seed), mesh=device_meshes(config)[1])
     optimizer = OptimizerSettings(
         learning_rate=opt.learning_rate, weight_decay=opt.weight_decay, b1=opt.b1, b2=opt.b2,
         max_grad_norm=opt.max_grad_norm, warmup_steps=opt.warmup_steps,
         total_steps=max(config.train.max_updates * p.epochs * p.minibatches, 1), final_lr_fraction=opt.final_lr_fraction)
-    settings = LossSettings(mode="rl", decoupled=loss.decoupled, eps=loss.eps, eps_high=loss.eps_high,
-                            dual_clip=loss.dual_clip, behave_cap=loss.behave_cap, temperature=config.rl.temperature)
+    settings = LossSettings(temperature=config.rl.temperature, **loss_settings_of(loss))
     return Learner(model, LearnerSettings(packing=packing, loss=settings, optimizer=optimizer, epochs=p.epochs,
                                           minibatches=p.minibatches, seed=config.seed), mesh=device_meshes(config)[1])
+
+
+def loss_settings_of(loss) -> dict:
+    """The config.loss keys LossSettings has (kind, the clips, ...), so a kind's new setting
+    needs a LossSettings field and a config default, and nothing here."""
+    return {field.name: loss[field.name] for field in dataclasses.fields(LossSettings) if field.name in loss}

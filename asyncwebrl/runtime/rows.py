@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncwebrl.learner.choices import LOSS_KINDS
-from asyncwebrl.learner.losses import group_advantages, raft_advantages, step_advantages
+from asyncwebrl.learner.losses import loss_kind
 from asyncwebrl.learner.packing import StepRow
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.records import Trajectory
@@ -21,14 +20,13 @@ from asyncwebrl.rollout.screenshots import ScreenshotStore
 
 
 def episode_advantages(trajectories: list[Trajectory], *, kind: str, normalizer: str, k: float) -> np.ndarray:
-    """The per-step advantage of each episode (the same for all its response tokens)."""
-    rewards = [t.reward for t in trajectories]
-    steps = [len(t.steps) for t in trajectories]
-    if kind == "grpo":
-        return step_advantages(group_advantages(rewards, [t.group_id for t in trajectories]), steps, normalizer, k)
-    if kind == "raft":
-        return raft_advantages(rewards, steps)
-    raise ValueError(f"loss kind must be one of {LOSS_KINDS}, got {kind!r}")
+    """The per-step advantage of each episode (the same for all its response tokens), as
+    the loss kind makes it."""
+    advantages = loss_kind(kind).advantages
+    if advantages is None:
+        raise ValueError(f"loss kind {kind!r} learns from demonstrations: it makes no advantages from rewards")
+    return advantages([t.reward for t in trajectories], [t.group_id for t in trajectories],
+                      [len(t.steps) for t in trajectories], normalizer=normalizer, k=k)
 
 
 def step_rows(trajectories: list[Trajectory], advantages, store: ScreenshotStore, processor: Processor) -> list[StepRow]:

@@ -153,8 +153,7 @@ def warm_start(config, run: RunDirectory, web: LocalWeb, processor, model, tasks
     for step in range(1, config.sft.steps + 1):
         batch = [rows[i] for i in rng.choice(len(rows), min(config.sft.rows_per_step, len(rows)), replace=False)]
         measured = learner.update(batch)
-        run.log({"phase": "sft", "sft_step": step, "nll": measured["nll"], "grad_norm": measured["grad_norm"],
-                 "tokens": measured["response_tokens"], "seconds": measured["seconds"]}, step)
+        run.log({"phase": "sft", "sft_step": step, **learner_record(measured)}, step)
         if step == 1 or step % max(1, config.sft.steps // 10) == 0 or step == config.sft.steps:
             print(f"[sft] step {step}/{config.sft.steps}  nll/token {measured['nll']:.3f}", flush=True)
     return learner.model()
@@ -254,23 +253,15 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
         steps = [(len(e["memories"]), e["success"]) for e in episodes]
         sampler_seconds = engine.busy_seconds()
         record = {
-            "phase": "rl", "update": update, "version": measured["version"], "episodes": snapshot["episodes"],
+            "phase": "rl", "update": update, **learner_record(measured), "episodes": snapshot["episodes"],
             "success_rate": float(np.mean([success for _, success in steps])),
-            "staleness_mean": measured["staleness_mean"], "staleness_max": measured["staleness_max"],
-            "clip_ratio": measured["clip_ratio"], "behave_cap_ratio": measured["behave_cap_ratio"],
-            "dual_clip_ratio": measured["dual_clip_ratio"], "approx_kl": measured["approx_kl"],
-            "importance_weight_mean": measured["importance_weight_mean"],
-            "loss": measured["loss"], "grad_norm": measured["grad_norm"], "learning_rate": measured["learning_rate"],
-            "tokens_per_step": measured["tokens_per_step"], "rows": measured["rows"],
             "steps_per_episode": float(np.mean([n for n, _ in steps])),
             "steps_per_success": _mean([n for n, success in steps if success]),
             "steps_per_failure": _mean([n for n, success in steps if not success]),
             "trajectories_per_hour": 3600.0 * (snapshot["episodes"] - episodes_at_start) / max(wall, 1e-9),
             "sampler_busy": min(1.0, sampler_seconds / max(wall, 1e-9)),
             "learner_busy": min(1.0, orchestrator.busy["learner_seconds"] / max(wall, 1e-9)),
-            "update_seconds": measured["seconds"], "batch_wait_seconds": measured["batch_wait_seconds"],
             "admission_lead": snapshot["lead"],
-            "images_shown": measured["images_shown"], "images_encoded": measured["images_encoded"],
             "groups_dropped_uniform": snapshot["dropped_uniform"], "groups_dropped_too_few": snapshot["dropped_too_few"],
             "groups_rejected_stale": snapshot["rejected_stale"], "episodes_crashed": snapshot["episodes_crashed"],
             "screenshots_held": store.stats.entries, "wall_seconds": wall, "processes": len(reports),
@@ -314,6 +305,16 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
         checkpoint(updates)   # stopped between periodic checkpoints (SIGTERM)
     checkpoints.wait()
     return updates
+
+
+# metrics.jsonl's names for the learner measurements whose own would be unclear among a record's
+LEARNER_RECORD_NAMES = {"seconds": "update_seconds"}
+
+
+def learner_record(measured: dict) -> dict:
+    """Every measurement of a learner update (its loss kind's metrics included), under its
+    metrics.jsonl name: a metric a loss returns is logged without being listed here."""
+    return {LEARNER_RECORD_NAMES.get(name, name): value for name, value in measured.items()}
 
 
 def make_orchestrator(config, *, learner, engine, policy, environment, store: ScreenshotStore, processor,
