@@ -4,6 +4,7 @@ scripted verdicts, slow answers, server errors, garbage text."""
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -48,6 +49,7 @@ class FakeJudge:
         self.blocked_reply = "The shop's page.\nVERDICT: NO"
         self.questions: list[str] = []
         self.images: list[list[str]] = []
+        self.authorizations: list[str | None] = []   # each request's Authorization header
         self.in_flight = self.most_in_flight = 0
         self.lock = threading.Lock()
         judge = self
@@ -62,6 +64,7 @@ class FakeJudge:
                 question = next(p["text"] for p in parts if p["type"] == "text")
                 with judge.lock:
                     judge.questions.append(question)
+                    judge.authorizations.append(self.headers.get("Authorization"))
                     judge.images.append([p["image_url"]["url"][:22] for p in parts if p["type"] == "image_url"])
                     judge.in_flight += 1
                     judge.most_in_flight = max(judge.most_in_flight, judge.in_flight)
@@ -317,6 +320,34 @@ def test_a_missing_api_key_variable_is_a_clear_error(endpoint, monkeypatch):
     monkeypatch.delenv("AWR_TEST_JUDGE_KEY", raising=False)
     with pytest.raises(ValueError, match="AWR_TEST_JUDGE_KEY"):
         make_judge(endpoint, api_key_env="AWR_TEST_JUDGE_KEY")
+
+
+def test_the_key_sent_is_the_one_api_key_env_names_never_openai_api_key(endpoint, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-this-judge")   # the client's own default
+    monkeypatch.setenv("AWR_TEST_JUDGE_KEY", "judge-secret")
+    assert judge(endpoint, api_key_env="AWR_TEST_JUDGE_KEY").reward == 1.0
+    assert judge(endpoint).reward == 1.0                      # no key named: the placeholder
+    assert set(endpoint.authorizations[:4]) == {"Bearer judge-secret"}
+    assert set(endpoint.authorizations[4:]) == {"Bearer EMPTY"}
+
+
+def test_an_endpoint_not_listening_is_retried_into_unknown():
+    with socket.socket() as probe:   # a loopback port with nothing listening on it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    llm = LLMJudge(JudgeSettings(base_url=f"http://127.0.0.1:{port}/v1", model="judge", timeout_s=5.0, retries=1,
+                                 backoff_s=0.01))
+    result = asyncio.run(llm.judge(TASK, ANSWER, [PNG]))
+    assert result.reward is None and "2 attempts: APIConnectionError" in result.note and "ConnectError" in result.note
+
+
+def test_a_judge_serves_one_event_loop(endpoint):
+    # the client's pooled connections die with the loop that opened them: a second loop is
+    # refused by name, not left to fail as "Event loop is closed" on every call
+    llm = make_judge(endpoint)
+    assert asyncio.run(llm.judge(TASK, ANSWER, [PNG])).reward == 1.0
+    with pytest.raises(RuntimeError, match="make an LLMJudge for each asyncio.run"):
+        asyncio.run(llm.judge(TASK, ANSWER, [PNG]))
 
 
 # ---------------------------------------------------------------- eval on a WebGym-format file

@@ -46,6 +46,12 @@ def raw_endpoint(reply: bytes) -> TcpEndpoint:
     return TcpEndpoint(serve)
 
 
+def ok_reply(body: bytes, content_type: str = "application/json") -> bytes:
+    """A well-formed HTTP 200 reply carrying `body`."""
+    return b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s" % (
+        content_type.encode(), len(body), body)
+
+
 # -- finding 9: parsing is linear-time and bounded; every writer takes any string -------------
 
 @pytest.mark.parametrize("text", ["\n" * 32_000, " \n" * 32_000, "Memory:" + "\n" * 64_000 + "x"])
@@ -110,10 +116,18 @@ def test_reading_the_verdict_of_a_long_blank_reply_is_linear():
 # -- finding 8: one bad item ends its own episode, never the evaluation ---------------------
 
 @pytest.mark.parametrize("reply, error", [
-    (b"SSH-2.0-OpenSSH_9.6 not http at all\r\n", "BadStatusLine"),
-    (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n{\"choices\"", "IncompleteRead"),
+    (b"SSH-2.0-OpenSSH_9.6 not http at all\r\n", "APIConnectionError: Connection error. (RemoteProtocolError"),
+    (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n{\"choices\"",
+     "without sending complete message body"),
     (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n\r\n" + b"[" * 200_000,
      "RecursionError"),
+    # 200 replies that are no chat completion: the client returns them as parsed (or raises
+    # JSONDecodeError), and the judge reads no verdict from them
+    (ok_reply(b"<html>Bad gateway</html>", "text/html"), "not a chat completion: '<html>"),   # handed back as a str
+    (ok_reply(b"{not json"), "JSONDecodeError"),
+    (ok_reply(b'{"choices": null}'), "no choices"),
+    (ok_reply(b'{"choices": [{"message": null, "finish_reason": "stop"}]}'), "first choice has no message"),
+    (ok_reply(b'{"choices": [{"message": {"content": null}, "finish_reason": "stop"}]}'), "no text content"),
 ])
 def test_a_broken_judge_endpoint_makes_the_reward_unknown_not_an_exception(reply, error):
     endpoint = raw_endpoint(reply)
