@@ -4,7 +4,7 @@
 #
 #   ZONE=us-central2-b ACCELERATOR=v4-16 launch/tpu_pod.sh create NAME
 #   ZONE=... launch/tpu_pod.sh copy  NAME        # this working tree -> ~/asyncwebrl on every worker
-#   ZONE=... launch/tpu_pod.sh setup NAME        # launch/setup.sh with JAX for TPU, on every worker
+#   ZONE=... launch/tpu_pod.sh setup NAME        # launch/setup.sh with JAX for TPU (no test extras), on every worker
 #   ZONE=... launch/tpu_pod.sh run   NAME WORKDIR [main.py flags ...]
 #   ZONE=... launch/tpu_pod.sh stop  NAME WORKDIR   # SIGTERM: finish the update, save, exit
 #   ZONE=... launch/tpu_pod.sh delete NAME
@@ -55,7 +55,7 @@ case $action in
     on_all_workers "mkdir -p $REMOTE_DIR && tar -xzf asyncwebrl.tar.gz -C $REMOTE_DIR && rm asyncwebrl.tar.gz"
     rm -f "$archive" ;;
   setup)
-    on_all_workers "cd $REMOTE_DIR && JAX_EXTRA=tpu bash launch/setup.sh" ;;
+    on_all_workers "cd $REMOTE_DIR && ASYNCWEBRL_EXTRAS= JAX_EXTRA=tpu bash launch/setup.sh" ;;   # training only: no torch
   run)
     need_workdir "${1:-}"
     workdir=$1

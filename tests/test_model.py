@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch  # the reference; requirements.txt pins the CPU build
+import torch  # the reference; pyproject.toml's test extra pins the CPU build
 from flax import nnx
 from transformers import Qwen2VLImageProcessorPil, Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
