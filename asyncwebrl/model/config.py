@@ -127,36 +127,32 @@ def _published(hidden, mlp, layers, heads, tied, v_depth, v_hidden, v_mlp, deeps
     return ModelConfig(text=text, vision=vision, tie_word_embeddings=tied, **QWEN_IDS)
 
 
-def tiny() -> ModelConfig:
-    """The embedded default: Qwen3-VL's architecture at a size that trains on 2 CPU cores."""
-    text = TextConfig(vocab_size=BYTE_VOCAB_SIZE, hidden_size=128, intermediate_size=384, num_layers=4, num_heads=4,
-                      num_kv_heads=2, head_dim=32, rope_theta=10_000.0, mrope_section=(6, 5, 5),
-                      max_position_embeddings=32_768)
-    vision = VisionConfig(depth=2, hidden_size=64, intermediate_size=256, num_heads=4, out_hidden_size=128,
+def _embedded(hidden: int, layers: int, heads: int, kv_heads: int, head_dim: int, mrope_section) -> ModelConfig:
+    """Qwen3-VL's architecture at the embedded sizes: byte-vocabulary ids (resized to a fitted
+    tokenizer by with_vocabulary), a 3x MLP, and the same two-block vision tower."""
+    text = TextConfig(vocab_size=BYTE_VOCAB_SIZE, hidden_size=hidden, intermediate_size=3 * hidden, num_layers=layers,
+                      num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim, rope_theta=10_000.0,
+                      mrope_section=mrope_section, max_position_embeddings=32_768)
+    vision = VisionConfig(depth=2, hidden_size=64, intermediate_size=256, num_heads=4, out_hidden_size=hidden,
                           deepstack_layers=(0, 1), num_position_embeddings=256)
     return ModelConfig(text=text, vision=vision, tie_word_embeddings=True, **BYTE_IDS)
+
+
+def tiny() -> ModelConfig:
+    """The embedded default: Qwen3-VL's architecture at a size that trains on 2 CPU cores."""
+    return _embedded(hidden=128, layers=4, heads=4, kv_heads=2, head_dim=32, mrope_section=(6, 5, 5))
 
 
 def small() -> ModelConfig:
-    """The warm-started embedded model: the tiny model's shape, wider and deeper (~7M text
-    parameters with a 4k vocabulary), still cheap to run on 2 CPU cores."""
-    text = TextConfig(vocab_size=BYTE_VOCAB_SIZE, hidden_size=256, intermediate_size=768, num_layers=6, num_heads=8,
-                      num_kv_heads=4, head_dim=32, rope_theta=10_000.0, mrope_section=(6, 5, 5),
-                      max_position_embeddings=32_768)
-    vision = VisionConfig(depth=2, hidden_size=64, intermediate_size=256, num_heads=4, out_hidden_size=256,
-                          deepstack_layers=(0, 1), num_position_embeddings=256)
-    return ModelConfig(text=text, vision=vision, tie_word_embeddings=True, **BYTE_IDS)
+    """The warm-started embedded model: the tiny model wider and deeper (6.1M parameters with
+    the fitted 3,072-token tokenizer), still cheap to run on 2 CPU cores."""
+    return _embedded(hidden=256, layers=6, heads=8, kv_heads=4, head_dim=32, mrope_section=(6, 5, 5))
 
 
 def medium() -> ModelConfig:
-    """The small model twice as wide and a third deeper (~27M text parameters with a 3k
-    vocabulary): the size that tests whether capacity limits the warm start."""
-    text = TextConfig(vocab_size=BYTE_VOCAB_SIZE, hidden_size=512, intermediate_size=1536, num_layers=8, num_heads=8,
-                      num_kv_heads=4, head_dim=64, rope_theta=10_000.0, mrope_section=(12, 10, 10),
-                      max_position_embeddings=32_768)
-    vision = VisionConfig(depth=2, hidden_size=64, intermediate_size=256, num_heads=4, out_hidden_size=512,
-                          deepstack_layers=(0, 1), num_position_embeddings=256)
-    return ModelConfig(text=text, vision=vision, tie_word_embeddings=True, **BYTE_IDS)
+    """The small model twice as wide and a third deeper (27.6M parameters with the fitted
+    tokenizer): the size that tests whether capacity limits the warm start."""
+    return _embedded(hidden=512, layers=8, heads=8, kv_heads=4, head_dim=64, mrope_section=(12, 10, 10))
 
 
 def with_vocabulary(config: ModelConfig, size: int) -> ModelConfig:
