@@ -1,12 +1,13 @@
 """The warm start the project trains itself: fresh oracle demonstrations -> the embedded
 model, checked on held-out sites as it goes, written as a Hugging Face checkpoint.
 
-    # one H200 + 16 cores, as measured (BENCHMARKS.md "Warm start on one H200"): 8 + 6.4 minutes
-    python3 benchmarks/warm_start.py --minutes 7.9 --steps 2600 --workers 13 --row-length 1024 \
-        --text-budget 512 --rows-per-microbatch 64 --out runs/ws_stage1
-    python3 benchmarks/warm_start.py --init runs/ws_stage1/checkpoint --first-seed 50000 --minutes 6.4 \
-        --steps 1900 --workers 13 --row-length 1024 --text-budget 512 --rows-per-microbatch 64 \
-        --warmup-steps 50 --learning-rate 5e-4 --out runs/ws_stage2
+    # one H200 + 16 cores (BENCHMARKS.md "Warm start on one H200", stages B-F): from scratch, then
+    # each stage from the previous checkpoint on fresh seeds
+    python3 benchmarks/warm_start.py --minutes 7.9 --steps 2600 --workers 14 --row-length 1024 \
+        --text-budget 512 --rows-per-microbatch 64 --bf16 --out runs/ws_stage1
+    python3 benchmarks/warm_start.py --init runs/ws_stage1/checkpoint --first-seed 100000 --minutes 7.4 \
+        --steps 3500 --workers 14 --row-length 1024 --text-budget 512 --rows-per-microbatch 64 \
+        --warmup-steps 50 --learning-rate 7e-4 --reuse 3 --bf16 --out runs/ws_stage2
     .venv/bin/python benchmarks/warm_start.py --preset tiny --minutes 30 --workers 1 --out runs/warm_start   # 2 CPU cores
 
 Worker processes run the teacher (the oracle through the model's own prompts: text
@@ -14,9 +15,10 @@ observations, element ids, configs/warm_start.py) on the browser-free driver, ea
 its own endless sequence of fresh training sites (never a test site), and send the
 successful episodes' step rows to the trainer. The trainer takes `sft.rows_per_step`
 rows per supervised step (masked cross-entropy on the oracle's responses, the learner in
-"sft" mode) from the newest rows (a bounded buffer), taking new rows as fast as it uses
-them (each row used about once on average; the log says how often), so workers that are
-ahead wait on a short queue and, on a small machine, leave the cores to the trainer.
+"sft" mode) from the newest rows (a bounded buffer), taking rows_per_step / --reuse new
+rows per step (each row used --reuse times on average; the log says how often), so
+workers that are ahead wait on a short queue and, on a small machine, leave the cores to
+the trainer. The log also says where the trainer's time goes (waiting for rows, updating).
 
 Every `--probe-every` steps: teacher-forced greedy exact match of whole responses, by
 action (left_click / type / answer), on held-out rows (test sites: a layout training never
