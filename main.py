@@ -20,16 +20,14 @@ import os
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from asyncwebrl.envs import MissingSetting, environment_class
 from asyncwebrl.records import Trajectory
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize, write_eval
 from asyncwebrl.runtime.settings import episode_settings, make_environment, pool_arguments, screenshot_store
 from asyncwebrl.runtime.validate import validate_config
-from asyncwebrl.tasks.miniwob import miniwob_tasks
-from asyncwebrl.tasks.webgym import load_webgym
 from asyncwebrl.web.server import LocalWeb
-from asyncwebrl.web.tasks import generate_tasks, select_balanced, write_jsonl
 
 _CONFIG = config_flags.DEFINE_config_file("config", "configs/default.py", "Experiment configuration file.")
 _WORKDIR = flags.DEFINE_string("workdir", "runs/default", "Run directory (tasks, results, checkpoints).")
@@ -41,17 +39,17 @@ _PROCESS_ID = flags.DEFINE_integer("process_id", -1, "This process's index (defa
 
 
 def make_policy(config, web: LocalWeb, store: ScreenshotStore):
+    source = environment_class(config.tasks.source)
     if config.policy == "oracle":
-        if config.tasks.source != "local":
+        if not source.oracle:
             raise app.UsageError("the oracle only knows the local web's tasks: use --config.policy=model or random")
         return OraclePolicy(web.session, config.agent.response_format)
     if config.policy == "random":
         return RandomPolicy(seed=config.seed)
     if config.policy == "scripted":
-        if config.tasks.source != "miniwob":
+        if source.scripted_policy is None:
             raise app.UsageError("the scripted policy solves a few MiniWoB++ pages: use --config=configs/miniwob.py")
-        from asyncwebrl.tasks.miniwob_solver import MiniWobScriptedPolicy
-        return MiniWobScriptedPolicy()
+        return source.scripted_policy()
     if config.policy == "model":
         from asyncwebrl.runtime.build import (build_model, make_engine, make_model_policy,  # JAX loads only for a model
                                               restore_trained)
@@ -64,38 +62,20 @@ def make_policy(config, web: LocalWeb, store: ScreenshotStore):
 
 
 def load_split(config, split: str, workdir: str | None):
-    """The split's tasks; local ones are also written to workdir/tasks (unless workdir is None)."""
+    """The split's tasks; a source may record them under workdir (local: workdir/tasks), unless workdir is None."""
     if split not in ("train", "test"):
         raise app.UsageError(f"split must be train or test, got {split!r}")
-    if config.tasks.source == "webgym":
-        path = config.tasks.path if split == "train" else config.tasks.test_path
-        if not path:
-            key = "tasks.path" if split == "train" else "tasks.test_path"
-            raise app.UsageError(f"tasks.source=webgym needs --config.{key} (a WebGym JSONL file)")
-        tasks, report = load_webgym(path, levels=tuple(config.tasks.levels))
-        print(report, flush=True)
-        return tasks
-    if config.tasks.source == "miniwob":
-        count = config.miniwob.train_tasks if split == "train" else config.eval.num_tasks
-        return miniwob_tasks(config.miniwob.tasks, split, count)
-    if config.tasks.source != "local":
-        raise app.UsageError(f"unknown task source {config.tasks.source!r}: local, webgym or miniwob")
-    sites = config.tasks.train_sites_per_variant if split == "train" else config.tasks.test_sites_per_variant
-    tasks = generate_tasks(split, sites)
-    if workdir is not None:
-        os.makedirs(os.path.join(workdir, "tasks"), exist_ok=True)
-        write_jsonl(tasks, os.path.join(workdir, "tasks", f"{split}.jsonl"))
-    logging.info("%d %s tasks on %d sites", len(tasks), split, len({t.local["site"] for t in tasks}))
-    return tasks
+    try:
+        return environment_class(config.tasks.source).tasks(config, split, workdir)
+    except MissingSetting as error:
+        raise app.UsageError(str(error)) from None
 
 
 def evaluation_tasks(config, split: str, workdir: str | None):
-    """The tasks evaluated: eval.num_tasks of the split, spread over difficulty levels
-    (MiniWoB++: cycling over the configured pages, a new seed each round)."""
+    """The tasks evaluated: eval.num_tasks of the split, as the source picks them (spread
+    over difficulty levels; MiniWoB++: cycling over the configured pages, a new seed each round)."""
     tasks = load_split(config, split, workdir)
-    if config.tasks.source == "miniwob":
-        return tasks[:config.eval.num_tasks]
-    return select_balanced(tasks, config.eval.num_tasks, config.seed)
+    return environment_class(config.tasks.source).evaluated(tasks, config.eval.num_tasks, config.seed)
 
 
 def run_episodes(config, tasks, web: LocalWeb, phase: str) -> tuple[list[Trajectory], float]:
@@ -120,7 +100,7 @@ def evaluate(config, workdir: str) -> dict:
     summary = summarize(trajectories, wall)
     print(f"policy={config.policy} interaction={config.agent.interaction} observation={config.agent.observation} "
           f"driver={config.browser.driver} split={config.eval.split}")
-    print(format_table(summary, families=config.tasks.source == "miniwob"))
+    print(format_table(summary, families=environment_class(config.tasks.source).by_family))
     write_eval(workdir, summary, trajectories)
     return summary
 

@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from asyncwebrl.rollout.environment import LocalEnvironment  # noqa: E402
+from asyncwebrl.envs.local import LocalEnvironment  # noqa: E402
 from asyncwebrl.rollout.episode import EpisodeSettings  # noqa: E402
 from asyncwebrl.rollout.policies import OraclePolicy, Reply  # noqa: E402
 from asyncwebrl.rollout.pool import BrowserPool  # noqa: E402

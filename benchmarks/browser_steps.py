@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from playwright.async_api import async_playwright  # noqa: E402
 
-from asyncwebrl.rollout.environment import LocalEnvironment  # noqa: E402
+from asyncwebrl.envs.local import LocalEnvironment  # noqa: E402
 from asyncwebrl.rollout.browser import launch_browser  # noqa: E402
 from asyncwebrl.rollout.episode import EpisodeSettings  # noqa: E402
 from asyncwebrl.rollout.page import _SCAN_JS  # noqa: E402

@@ -26,7 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from asyncwebrl.rollout.environment import LocalEnvironment  # noqa: E402
+from asyncwebrl.envs.local import LocalEnvironment  # noqa: E402
 from asyncwebrl.rollout.episode import EpisodeSettings  # noqa: E402
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy  # noqa: E402
 from asyncwebrl.runtime.evaluate import run_tasks, summarize  # noqa: E402

@@ -82,7 +82,7 @@ def episode_side(setting: str, config, engine, processor, store: ScreenshotStore
     """(policy, environment, tasks, make_pool) of a setting: real browsers on the local
     web, or the simulated web (median browser seconds per step: web_step_s)."""
     if setting == "cpu":
-        from asyncwebrl.rollout.environment import LocalEnvironment
+        from asyncwebrl.envs.local import LocalEnvironment
         from asyncwebrl.web.server import LocalWeb
         from asyncwebrl.web.tasks import generate_tasks
 

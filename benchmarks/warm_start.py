@@ -175,7 +175,7 @@ def closed_loop(config, engine, processor, tasks) -> dict:
     """The model acting greedily on held-out tasks (browser-free): success by level."""
     import asyncio
 
-    from asyncwebrl.rollout.environment import LocalEnvironment
+    from asyncwebrl.envs.local import LocalEnvironment
     from asyncwebrl.rollout.screenshots import ScreenshotStore
     from asyncwebrl.runtime.build import make_model_policy
     from asyncwebrl.runtime.evaluate import run_tasks, summarize

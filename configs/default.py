@@ -46,7 +46,8 @@ def get_config() -> config_dict.ConfigDict:
     config.sampler.max_new_tokens = 192
 
     config.tasks = config_dict.ConfigDict()
-    config.tasks.source = "local"  # local (the embedded web) | webgym (task files, LLM judge) | miniwob
+    # asyncwebrl/envs SOURCES: local (the embedded web) | webgym (task files, LLM judge) | miniwob
+    config.tasks.source = "local"
     config.tasks.train_sites_per_variant = 16  # x 4 kinds x 2 train variants, ~18 tasks each
     config.tasks.test_sites_per_variant = 6  # x 4 kinds x 1 test variant
     config.tasks.path = ""  # webgym: the training task file (JSONL)

@@ -5,7 +5,7 @@ coordinates mode, the page's own reward (success = raw reward > 0).
     python main.py --mode=eval --config=configs/miniwob.py --config.policy=scripted      # a few pages solved
     python main.py --config=configs/miniwob.py --config.train.max_updates=20             # RL, tiny model
 
-The page list (asyncwebrl/tasks/miniwob.py has all 125, grouped by how many actions a
+The page list (asyncwebrl/envs/miniwob.py has all 125, grouped by how many actions a
 solution takes) mixes single actions with short and long multi-step pages; pass
 --config.miniwob.tasks=all or a comma-separated list to change it. Evaluation cycles over
 the pages, so eval.num_tasks=50 gives each of these ten pages five seeds.

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from playwright.async_api import async_playwright
 
+from asyncwebrl.envs.local import LocalEnvironment
 from asyncwebrl.records import Task
 from asyncwebrl.rollout.browser import launch_browser
-from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.episode import EpisodeSettings, run_episode
 from asyncwebrl.rollout.page import observe
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy, Reply

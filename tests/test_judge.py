@@ -14,14 +14,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from asyncwebrl.envs.judge import JudgeSettings, LLMJudge
+from asyncwebrl.envs.webgym import WebGymEnvironment, load_webgym
 from asyncwebrl.records import Task
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import Reply
 from asyncwebrl.rollout.response import format_response
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize
-from asyncwebrl.tasks.judge import JudgeSettings, LLMJudge
-from asyncwebrl.tasks.webgym import WebGymEnvironment, load_webgym
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
 from loopback import TcpEndpoint, read_request  # tests/loopback.py

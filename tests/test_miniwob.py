@@ -11,13 +11,13 @@ import urllib.request
 
 import pytest
 
+from asyncwebrl.envs import miniwob
+from asyncwebrl.envs.miniwob import MiniWobEnvironment, miniwob_tasks, parse_names
+from asyncwebrl.envs.miniwob_solver import SOLVED_PAGES, MiniWobScriptedPolicy
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import Reply
 from asyncwebrl.rollout.response import format_response
 from asyncwebrl.runtime.evaluate import run_tasks
-from asyncwebrl.tasks import miniwob
-from asyncwebrl.tasks.miniwob import MiniWobEnvironment, miniwob_tasks, parse_names
-from asyncwebrl.tasks.miniwob_solver import SOLVED_PAGES, MiniWobScriptedPolicy
 from asyncwebrl.web.server import LocalWeb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from asyncwebrl.envs.local import LocalEnvironment
 from asyncwebrl.model import Qwen3VL, preset
 from asyncwebrl.model.tokenizer import Processor
-from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore

@@ -7,15 +7,15 @@ import asyncio
 
 import pytest
 
+from asyncwebrl.envs.local import LocalEnvironment
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.records import LEVELS, Step
-from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.episode import EpisodeSettings, plan_room
 from asyncwebrl.rollout.http_tab import HttpPool
 from asyncwebrl.rollout.observation import Observation
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy, Reply
-from asyncwebrl.rollout.response import format_response
 from asyncwebrl.rollout.prompts import PromptBuilder
+from asyncwebrl.rollout.response import format_response
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize
 from asyncwebrl.runtime.model_policy import encode_step

@@ -11,8 +11,8 @@ import urllib.parse
 
 import pytest
 
+from asyncwebrl.envs.local import LocalEnvironment
 from asyncwebrl.records import Task
-from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.episode import EpisodeSettings, EpisodeSite
 from asyncwebrl.rollout.policies import Reply
 from asyncwebrl.rollout.pool import BrowserPool

@@ -8,17 +8,17 @@ import urllib.parse
 
 import pytest
 
+from asyncwebrl.envs import judge as judge_module
+from asyncwebrl.envs.judge import JudgeSettings, LLMJudge, precheck
+from asyncwebrl.envs.webgym import WebGymEnvironment
 from asyncwebrl.records import Step, Task, Trajectory
+from asyncwebrl.rollout import response as response_module
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import Reply
-from asyncwebrl.rollout import response as response_module
 from asyncwebrl.rollout.response import format_response, response_action
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize, write_eval
 from asyncwebrl.runtime.rundir import RunDirectory
-from asyncwebrl.tasks import judge as judge_module
-from asyncwebrl.tasks.judge import JudgeSettings, LLMJudge, precheck
-from asyncwebrl.tasks.webgym import WebGymEnvironment
 from asyncwebrl.web.evaluator import Judgement
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from asyncwebrl.tasks.webgym import load_webgym
+from asyncwebrl.envs.webgym import load_webgym
 
 GROUPS = [{"id": "f1", "description": "price", "facts": ["costs $12.99", "in stock"]},
           {"id": "f2", "description": "seller", "facts": ["sold by Acme"]}]

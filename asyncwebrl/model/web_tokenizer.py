@@ -219,7 +219,7 @@ class _Recording:
 def oracle_steps(tasks: Sequence, response_format: str = "action", *, web=None) -> list[OracleStep]:
     """Every step of one browser-free, text-mode, set-of-marks oracle episode per task, in
     task order. Runs its own event loop (call it from synchronous code)."""
-    from asyncwebrl.rollout.environment import LocalEnvironment
+    from asyncwebrl.envs.local import LocalEnvironment
     from asyncwebrl.rollout.episode import EpisodeSettings
     from asyncwebrl.rollout.policies import OraclePolicy
     from asyncwebrl.runtime.evaluate import run_tasks

@@ -26,9 +26,9 @@ import time
 
 import numpy as np
 
+from asyncwebrl.envs.local import LocalEnvironment
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.records import Step, Task, Trajectory
-from asyncwebrl.rollout.environment import LocalEnvironment
 from asyncwebrl.rollout.observation import Observation
 from asyncwebrl.rollout.policies import OraclePolicy, Reply
 from asyncwebrl.rollout.prompts import PromptBuilder

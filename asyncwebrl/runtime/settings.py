@@ -3,13 +3,10 @@ JAX here: evaluating the oracle or the random policy must not load it."""
 
 from __future__ import annotations
 
-from asyncwebrl.rollout.environment import LocalEnvironment
+from asyncwebrl.envs import Environment, environment_class
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore
-from asyncwebrl.tasks.judge import JudgeSettings, LLMJudge
-from asyncwebrl.tasks.miniwob import MiniWobEnvironment
-from asyncwebrl.tasks.webgym import WebGymEnvironment
 from asyncwebrl.web.server import LocalWeb
 
 
@@ -53,26 +50,10 @@ def prompt_builder(config, processor) -> PromptBuilder:
                          prompt_limit=config.sampler.capacity - config.sampler.max_new_tokens)
 
 
-def make_environment(config, web: LocalWeb, store: ScreenshotStore):
+def make_environment(config, web: LocalWeb, store: ScreenshotStore) -> Environment:
     """Where config.tasks.source's tasks run and how they are judged."""
-    if config.browser.driver == "http" and config.tasks.source != "local":
+    source = environment_class(config.tasks.source)
+    if config.browser.driver == "http" and not source.runs_browser_free:
         raise ValueError(f"browser.driver=http runs the local web only; tasks.source={config.tasks.source!r} "
                          "needs browser.driver=chromium")
-    if config.tasks.source == "local":
-        return LocalEnvironment(web, browser_free=config.browser.driver == "http")
-    if config.tasks.source == "miniwob":
-        return MiniWobEnvironment(web, episode_seconds=config.miniwob.episode_seconds)
-    if config.tasks.source == "webgym":
-        if config.agent.observation == "text":
-            raise ValueError("the LLM judge of webgym tasks reads the episode's screenshots: use "
-                             "agent.observation=text+screenshot (or screenshot), not text")
-        j = config.judge
-        if not (j.base_url and j.model):
-            raise ValueError("webgym tasks are scored by the LLM judge: set --config.judge.base_url and "
-                             "--config.judge.model (and judge.api_key_env if the endpoint needs a key)")
-        judge = LLMJudge(JudgeSettings(base_url=j.base_url, model=j.model, api_key_env=j.api_key_env,
-                                       concurrency=j.concurrency, timeout_s=j.timeout_s, retries=j.retries,
-                                       select_screenshots=j.select_screenshots))
-        allow = [h.strip() for h in config.sandbox.allow_hosts.split(",") if h.strip()]
-        return WebGymEnvironment(judge, store, allow_hosts=allow)
-    raise ValueError(f"unknown task source {config.tasks.source!r}: local, webgym or miniwob")
+    return source.from_config(config, web, store)

@@ -35,6 +35,7 @@ import numpy as np
 from asyncwebrl import distributed
 from asyncwebrl.analysis.memory_drift import episode_record, memory_drift_metrics
 from asyncwebrl.analysis.training_plot import plot_training
+from asyncwebrl.envs import environment_class
 from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.records import Task
 from asyncwebrl.rollout.screenshots import ScreenshotStore
@@ -125,7 +126,7 @@ def last_rl_update(metrics_path: str) -> int | None:
 
 def warm_start(config, run: RunDirectory, web: LocalWeb, processor, model, tasks: list[Task]):
     """Supervised steps on the oracle's successful demonstrations; returns the trained model."""
-    if config.tasks.source != "local":
+    if not environment_class(config.tasks.source).oracle:
         raise ValueError("the warm start's oracle only knows local tasks: set --config.sft.steps=0 "
                          f"for tasks.source={config.tasks.source!r}")
     store = screenshot_store(config, "demonstrations", host=jax.process_index())

@@ -1,10 +1,12 @@
 """The config's values checked before anything is built (main.py calls validate_config
 first): a bad value is one ValueError naming its key, not a ZeroDivisionError deep in the
-pool, a run that evaluates every task, or a loss kind refused after the model is built
-and the first group collected. No JAX here: evaluating the oracle must not load it."""
+pool, a run that evaluates every task, or a loss kind or a task source refused after the
+model is built and the first group collected. No JAX here (evaluating the oracle must
+not load it), and no environment: envs.SOURCES names them without their playwright (~1 s)."""
 
 from __future__ import annotations
 
+from asyncwebrl.envs import SOURCES
 from asyncwebrl.learner.choices import LOSS_KINDS, NORMALIZERS
 
 # key -> the least value it takes: a count that must be at least 1, or a bound that may be 0
@@ -22,6 +24,7 @@ MINIMUMS = {
 CHOICES = {
     "loss.kind": LOSS_KINDS,
     "loss.normalizer": NORMALIZERS,
+    "tasks.source": SOURCES.keys(),   # a view: a source registered later is a choice too
 }
 
 
@@ -44,6 +47,6 @@ def validate_config(config) -> None:
     for key, minimum in MINIMUMS.items():
         _check_minimum(key, _value(config, key), minimum)
     for key, choices in CHOICES.items():
-        value = _value(config, key)
+        value, choices = _value(config, key), tuple(choices)
         if value not in choices:
             raise ValueError(f"{key} must be one of {choices}, got {value!r}")

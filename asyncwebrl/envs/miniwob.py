@@ -29,10 +29,12 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from asyncwebrl.envs.miniwob_solver import MiniWobScriptedPolicy
 from asyncwebrl.records import Task
 from asyncwebrl.rollout.episode import EpisodeSite
 from asyncwebrl.rollout.sandbox import Sandbox, local_policy
 from asyncwebrl.web.evaluator import Judgement
+from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.web.server import LOGICAL_ORIGIN, LocalWeb
 
 MOUNT = "miniwob"   # LocalWeb prefix of the package's html/ directory
@@ -100,7 +102,7 @@ def parse_names(names) -> tuple[str, ...]:
     unknown = [n for n in names if n not in _DIFFICULTY]
     if unknown or not names:
         hint = f"; {', '.join(f'{n}: {EXCLUDED[n]}' for n in unknown if n in EXCLUDED)}" if unknown else ""
-        raise ValueError(f"unknown MiniWoB++ tasks {unknown or '(none given)'}: see asyncwebrl/tasks/miniwob.py{hint}")
+        raise ValueError(f"unknown MiniWoB++ tasks {unknown or '(none given)'}: see asyncwebrl/envs/miniwob.py{hint}")
     return names
 
 
@@ -160,12 +162,31 @@ class _MiniWobPage:
 class MiniWobEnvironment:
     """MiniWoB++ pages on the local server; the page's reward globals are the judge."""
 
+    oracle = False
+    runs_browser_free = False   # the pages run their own JavaScript
+    by_family = True            # one row per page
+    scripted_policy = MiniWobScriptedPolicy
+
     def __init__(self, web: LocalWeb, episode_seconds: float = 600.0):
         self.web = web
         self.episode_seconds = episode_seconds
         web.mount(MOUNT, html_dir())
         self.policy = local_policy(web.origin)   # nothing but the local server
         self._outcomes: dict[str, dict] = {}     # episode id -> the page state last read
+
+    @staticmethod
+    def tasks(config, split: str, workdir: str | None) -> list[Task]:
+        """miniwob.train_tasks (train) or eval.num_tasks (test) tasks on the miniwob.tasks pages."""
+        count = config.miniwob.train_tasks if split == "train" else config.eval.num_tasks
+        return miniwob_tasks(config.miniwob.tasks, split, count)
+
+    @staticmethod
+    def evaluated(tasks: list[Task], count: int, seed: int) -> list[Task]:
+        return tasks[:count]   # the tasks already cycle over the pages, a new seed each round
+
+    @classmethod
+    def from_config(cls, config, web: LocalWeb, store: ScreenshotStore) -> MiniWobEnvironment:
+        return cls(web, episode_seconds=config.miniwob.episode_seconds)
 
     def episode_site(self, task: Task, episode_id: str) -> EpisodeSite:
         if not (task.local and "miniwob" in task.local):

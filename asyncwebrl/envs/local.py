@@ -1,18 +1,22 @@
-"""Where tasks run and how they are judged: the local web (this file); WebGym sites in
-asyncwebrl/tasks/webgym.py.
+"""The local source: tasks generated on the embedded local web (web/tasks.py), judged
+by the programmatic rubric (web/evaluator.py).
 
 An environment prepares each episode's site (start URL, sandbox, cookies), judges a
-finished episode and cleans up after it. The browser pool runs episodes in any of them.
+finished episode and cleans up after it (asyncwebrl/envs/__init__.py:Environment). The
+browser pool runs episodes in any of them.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 
 from asyncwebrl.records import Task
 from asyncwebrl.rollout.episode import EpisodeSite
 from asyncwebrl.rollout.sandbox import Sandbox, local_policy
 from asyncwebrl.web.evaluator import Judgement, judge_local_episode
 from asyncwebrl.web.server import EPISODE_COOKIE, LOGICAL_ORIGIN, LocalWeb
+from asyncwebrl.web.tasks import generate_tasks, select_balanced, write_jsonl
 
 
 class LocalEnvironment:
@@ -21,10 +25,34 @@ class LocalEnvironment:
     browser_free: episodes run on the browser-free driver (rollout/http_tab.py), which
     calls the sites in process under their logical origin: the server need not run."""
 
+    oracle = True
+    runs_browser_free = True
+    by_family = False
+    scripted_policy = None
+
     def __init__(self, web: LocalWeb, *, browser_free: bool = False):
         self.web = web
         # one policy, so blocks are counted run-wide
         self.policy = local_policy(LOGICAL_ORIGIN if browser_free else web.origin)
+
+    @staticmethod
+    def tasks(config, split: str, workdir: str | None) -> list[Task]:
+        """Generated on the split's sites; also written to workdir/tasks/<split>.jsonl."""
+        sites = config.tasks.train_sites_per_variant if split == "train" else config.tasks.test_sites_per_variant
+        tasks = generate_tasks(split, sites)
+        if workdir is not None:
+            os.makedirs(os.path.join(workdir, "tasks"), exist_ok=True)
+            write_jsonl(tasks, os.path.join(workdir, "tasks", f"{split}.jsonl"))
+        logging.info("%d %s tasks on %d sites", len(tasks), split, len({t.local["site"] for t in tasks}))
+        return tasks
+
+    @staticmethod
+    def evaluated(tasks: list[Task], count: int, seed: int) -> list[Task]:
+        return select_balanced(tasks, count, seed)   # spread over difficulty levels
+
+    @classmethod
+    def from_config(cls, config, web: LocalWeb, store) -> LocalEnvironment:
+        return cls(web, browser_free=config.browser.driver == "http")
 
     def episode_site(self, task: Task, episode_id: str) -> EpisodeSite:
         if not (task.local and "site" in task.local):

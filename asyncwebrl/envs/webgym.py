@@ -14,8 +14,9 @@ A row that cannot be read (not UTF-8, not JSON, a field of the wrong type, no ru
 fact) raises ValueError naming the file and line, and a file with no rows raises naming
 the file; rows are never dropped silently (blank lines and rows outside `levels` are counted in the report).
 
-WebGymEnvironment runs such tasks on their own sites in the browser pool and scores them
-with the LLM judge (asyncwebrl/tasks/judge.py) from the episode's screenshots.
+WebGymEnvironment (the webgym source) runs such tasks on their own sites in the browser
+pool and scores them with the LLM judge (asyncwebrl/envs/judge.py) from the episode's
+screenshots.
 """
 
 from __future__ import annotations
@@ -23,11 +24,15 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from asyncwebrl.envs import MissingSetting
+from asyncwebrl.envs.judge import JudgeSettings, LLMJudge
 from asyncwebrl.records import LEVELS, Task
 from asyncwebrl.rollout.episode import EpisodeSite
 from asyncwebrl.rollout.sandbox import Sandbox, UrlPolicy
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.web.evaluator import Judgement
+from asyncwebrl.web.server import LocalWeb
+from asyncwebrl.web.tasks import select_balanced
 
 REQUIRED = ("task_id", "task_name", "website")
 
@@ -162,11 +167,39 @@ class WebGymEnvironment:
     `allow_hosts` (HOST or HOST:PORT: an intranet mirror, a loopback test site). The
     judge is anything with `async judge(task, answer, screenshots)`, e.g. an LLMJudge."""
 
+    oracle = False
+    runs_browser_free = False
+    by_family = False
+    scripted_policy = None
+
     def __init__(self, judge, store: ScreenshotStore, allow_hosts: list[str] = ()):
         self.judge_client = judge
         self.store = store
         self.allow_hosts = list(allow_hosts)
         self.policy = UrlPolicy([], self.allow_hosts)   # holds the run-wide count of blocks
+
+    @staticmethod
+    def tasks(config, split: str, workdir: str | None) -> list[Task]:
+        """The tasks of tasks.path (train) or tasks.test_path (test), at tasks.levels."""
+        key = "tasks.path" if split == "train" else "tasks.test_path"
+        path = config.tasks.path if split == "train" else config.tasks.test_path
+        if not path:
+            raise MissingSetting(f"tasks.source=webgym needs --config.{key} (a WebGym JSONL file)")
+        tasks, report = load_webgym(path, levels=tuple(config.tasks.levels))
+        print(report, flush=True)
+        return tasks
+
+    @staticmethod
+    def evaluated(tasks: list[Task], count: int, seed: int) -> list[Task]:
+        return select_balanced(tasks, count, seed)   # spread over difficulty levels
+
+    @classmethod
+    def from_config(cls, config, web: LocalWeb, store: ScreenshotStore) -> WebGymEnvironment:
+        if config.agent.observation == "text":
+            raise ValueError("the LLM judge of webgym tasks reads the episode's screenshots: use "
+                             "agent.observation=text+screenshot (or screenshot), not text")
+        allow = [h.strip() for h in config.sandbox.allow_hosts.split(",") if h.strip()]
+        return cls(llm_judge(config.judge), store, allow_hosts=allow)
 
     def episode_site(self, task: Task, episode_id: str) -> EpisodeSite:
         policy = UrlPolicy([task.website], self.allow_hosts)
@@ -180,3 +213,13 @@ class WebGymEnvironment:
 
     def finish(self, episode_id: str) -> None:
         pass
+
+
+def llm_judge(j) -> LLMJudge:
+    """The judge of config.judge (its endpoint and model must be set)."""
+    if not (j.base_url and j.model):
+        raise ValueError("webgym tasks are scored by the LLM judge: set --config.judge.base_url and "
+                         "--config.judge.model (and judge.api_key_env if the endpoint needs a key)")
+    return LLMJudge(JudgeSettings(base_url=j.base_url, model=j.model, api_key_env=j.api_key_env,
+                                  concurrency=j.concurrency, timeout_s=j.timeout_s, retries=j.retries,
+                                  select_screenshots=j.select_screenshots))
