@@ -108,8 +108,15 @@ class BrowserPool:
         await self._playwright_manager.__aexit__(*exc)
 
     async def _launch(self):
+        """A new browser, or an error past browser.step_deadline_s (a launch that hangs must
+        not hold the worker's lock forever; a browser the driver starts after the deadline is
+        closed when Playwright stops)."""
         self.stats.launches += 1
-        return await launch_browser(self._playwright, self.executable_path)
+        try:
+            return await asyncio.wait_for(launch_browser(self._playwright, self.executable_path),
+                                          timeout=self.settings.step_deadline_s)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"launching a browser took longer than {self.settings.step_deadline_s:.0f}s") from None
 
     async def _close(self, browser) -> None:
         if browser is None:
