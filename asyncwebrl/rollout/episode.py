@@ -233,6 +233,8 @@ async def run_episode_in(tab: Tab, task: Task, policy: Policy, *, store: Screens
         raise
     finally:
         store.free(unrecorded)
-        error = error or await tab.close()
+        # Closed after a crash too: a policy-side crash leaves the browser in use (rollout/pool.py).
+        closing = await tab.close()
+        error = error or closing
     return Trajectory(task=task, steps=steps, outcome=outcome, reward=None, answer=answer, episode_id=episode_id,
                       group_id=group_id, step_limit=limit, error=error, seconds=time.perf_counter() - started)
