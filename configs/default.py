@@ -111,7 +111,7 @@ def get_config() -> config_dict.ConfigDict:
     config.browser.pages = 4  # episodes at once (browser pages), separate from sampler slots
     config.browser.pages_per_browser = 4  # about 4 saturate 2 cores (MACHINE_NOTES.md)
     config.browser.timeout_s = 15.0  # one browser operation
-    config.browser.step_deadline_s = 30.0  # a whole step; a page stuck longer is abandoned (crashed)
+    config.browser.step_deadline_s = 30.0  # a whole step, an episode's opening, a launch; longer is crashed
     config.browser.recycle_after = 200  # episodes per browser before it is replaced
 
     # Where screenshots live while their keys travel (asyncwebrl/rollout/screenshots.py):

@@ -3,6 +3,7 @@ escapes, and hundreds of episodes without leaks. Real Chromium; a small server o
 hostile pages on 127.0.0.1 stands in for the open web."""
 
 import asyncio
+import contextlib
 import http.server
 import os
 import signal
@@ -169,6 +170,56 @@ def test_a_killed_browser_is_replaced_and_the_pool_goes_on(hostile):
     assert trajectories[1].reward is None  # crashed is never scored
     assert all(t.reward == 1.0 for i, t in enumerate(trajectories) if i != 1)
     assert pool.stats.crashed == 1 and pool.stats.launches == 2
+    assert store.stats.entries == 0
+
+
+class _FreezingSandbox(Sandbox):
+    """Stops (SIGSTOP) the browser once, while the first episode is being opened: the
+    browser then never answers, as a killed one does when Playwright misses its death."""
+
+    def __init__(self, policy, stopped: list):
+        super().__init__(policy)
+        self.stopped = stopped
+
+    async def install(self, context) -> None:
+        await super().install(context)
+        if not self.stopped:
+            (pid,) = _our_chromium_pids()
+            os.kill(pid, signal.SIGSTOP)
+            self.stopped.append(pid)
+
+
+class FreezingEnvironment(HostileEnvironment):
+    def __init__(self, origin: str):
+        super().__init__(origin)
+        self.stopped: list[int] = []
+
+    def episode_site(self, task: Task, episode_id: str) -> EpisodeSite:
+        return EpisodeSite(start_url=task.website, sandbox=_FreezingSandbox(self.policy, self.stopped))
+
+
+def test_a_browser_that_stops_answering_while_an_episode_opens_ends_its_episodes_as_crashed(hostile):
+    environment = FreezingEnvironment(hostile)
+    store = ScreenshotStore()
+    settings = EpisodeSettings(timeout_s=2, step_deadline_s=5)
+
+    async def scenario():
+        async with BrowserPool(environment, store=store, settings=settings, pages_per_browser=2) as pool:
+            trajectories = await asyncio.gather(*(pool.run(task_at(hostile + "/"), Script([])) for _ in range(4)))
+            return trajectories, pool
+
+    try:  # the timeout only ends a hang (as before deadlines covered the opening), it measures nothing
+        trajectories, pool = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
+    finally:
+        for pid in environment.stopped:
+            with contextlib.suppress(ProcessLookupError):  # Playwright's driver may have killed it on stopping
+                os.kill(pid, signal.SIGKILL)
+    outcomes = sorted(t.outcome for t in trajectories)
+    assert outcomes == ["answered", "answered", "crashed", "crashed"], [t.error for t in trajectories]
+    assert all(t.reward == 1.0 for t in trajectories if t.outcome == "answered")
+    assert pool.stats.crashed == 2 and pool.stats.launches == 2  # one new browser for the later episodes
+    for t in trajectories:
+        store.free(t.screenshot_keys())
     assert store.stats.entries == 0
 
 

@@ -132,9 +132,9 @@ class ChromiumTab:
         page.set_default_timeout(settings.timeout_s * 1000)
         page.on("download", lambda download: site.sandbox.policy.count("download"))
         self.watch = NavigationWatch(page)
-        await _within(settings.step_deadline_s, "opening the start page", page.goto(site.start_url, wait_until="load"))
+        await page.goto(site.start_url, wait_until="load")
         if site.task_page is not None:
-            task = await _within(settings.step_deadline_s, "starting the task page", site.task_page.start(page, task))
+            task = await site.task_page.start(page, task)
         return task
 
     async def observe(self, step: int, last_error: str) -> Observation:
@@ -179,7 +179,9 @@ async def run_episode_in(tab: Tab, task: Task, policy: Policy, *, store: Screens
     outcome, answer, error = "limit", "", ""
     unrecorded: list[str] = []  # keys observed but not (yet) in a step: freed on a crash
     try:
-        task = await tab.open(task)
+        # The whole opening has one deadline, not just the page load: a browser that dies
+        # while a context or page is being made may never answer (new_page then waits forever).
+        task = await _within(settings.step_deadline_s, "opening the episode", tab.open(task))
         agent = policy.begin(task, interaction=settings.interaction, episode_id=episode_id)
         last_error, seen = "", ""
         for index in range(limit):
@@ -231,6 +233,8 @@ async def run_episode_in(tab: Tab, task: Task, policy: Policy, *, store: Screens
         raise
     finally:
         store.free(unrecorded)
-        error = error or await tab.close()
+        # Closed after a crash too: a policy-side crash leaves the browser in use (rollout/pool.py).
+        closing = await tab.close()
+        error = error or closing
     return Trajectory(task=task, steps=steps, outcome=outcome, reward=None, answer=answer, episode_id=episode_id,
                       group_id=group_id, step_limit=limit, error=error, seconds=time.perf_counter() - started)

@@ -35,6 +35,12 @@ class PolicyUnavailable(Exception):
     crashed: excluded from success rates and from training, never scored 0."""
 
 
+class PolicyFailure(Exception):
+    """The policy is broken, not this step (its sampler's device failed): every episode
+    would fail the same way, so the episode loop does not catch it and the run stops with
+    it. Never a browser failure."""
+
+
 class Agent(Protocol):
     async def act(self, observation: Observation, steps: list[Step]) -> Reply: ...
 

@@ -24,7 +24,7 @@ from playwright.async_api import async_playwright
 from asyncwebrl.records import Task, Trajectory
 from asyncwebrl.rollout.browser import launch_browser
 from asyncwebrl.rollout.episode import EpisodeSettings, run_episode
-from asyncwebrl.rollout.policies import Policy
+from asyncwebrl.rollout.policies import Policy, PolicyUnavailable
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 
 
@@ -53,6 +53,14 @@ async def judge_trajectory(environment, trajectory: Trajectory) -> None:
         judgement.reward, judgement.fact_results, judgement.note)
     if judgement.blocked:   # an anti-bot page: counted apart, never scored
         trajectory.outcome, trajectory.reward = "blocked", None
+
+
+def browser_suspect(trajectory: Trajectory) -> bool:
+    """Whether the episode's browser may be at fault: a crash or a context that would not
+    close, unless the policy refused the step (a prompt too long for the sampler), which
+    the episode loop records under PolicyUnavailable's name."""
+    refused = trajectory.error.startswith(f"{PolicyUnavailable.__name__}:")
+    return (trajectory.outcome == "crashed" or bool(trajectory.error)) and not refused
 
 
 class _Worker:
@@ -108,8 +116,15 @@ class BrowserPool:
         await self._playwright_manager.__aexit__(*exc)
 
     async def _launch(self):
+        """A new browser, or an error past browser.step_deadline_s (a launch that hangs must
+        not hold the worker's lock forever; a browser the driver starts after the deadline is
+        closed when Playwright stops)."""
         self.stats.launches += 1
-        return await launch_browser(self._playwright, self.executable_path)
+        try:
+            return await asyncio.wait_for(launch_browser(self._playwright, self.executable_path),
+                                          timeout=self.settings.step_deadline_s)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"launching a browser took longer than {self.settings.step_deadline_s:.0f}s") from None
 
     async def _close(self, browser) -> None:
         if browser is None:
@@ -179,8 +194,8 @@ class BrowserPool:
             trajectory = await run_episode(browser, task, policy, site=site, store=self.store, settings=self.settings,
                                            episode_id=episode_id, group_id=group_id)
             await judge_trajectory(self.environment, trajectory)
-            if trajectory.outcome == "crashed" or trajectory.error:
-                self.stats.crashed += trajectory.outcome == "crashed"
+            self.stats.crashed += trajectory.outcome == "crashed"
+            if browser_suspect(trajectory):
                 # Don't trust this browser with another episode (unless already replaced).
                 await self._replace(worker, unless=lambda w: w.browser is not browser)
             self.stats.episodes += 1

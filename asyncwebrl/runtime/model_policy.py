@@ -18,10 +18,10 @@ import numpy as np
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.records import Step, Task
 from asyncwebrl.rollout.observation import Observation
-from asyncwebrl.rollout.policies import PolicyUnavailable, Reply
+from asyncwebrl.rollout.policies import PolicyFailure, PolicyUnavailable, Reply
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore
-from asyncwebrl.sampler.engine import Engine, Image, Request
+from asyncwebrl.sampler.engine import Engine, EngineFailure, Image, Request
 
 
 def encode_step(prompts: PromptBuilder, processor: Processor, store: ScreenshotStore, task: Task, steps: list[Step],
@@ -79,6 +79,8 @@ class ModelAgent:
         request, image_keys = await asyncio.to_thread(self.request, observation, steps)
         try:
             response = await asyncio.wrap_future(self.policy.engine.submit(request))
+        except EngineFailure as failure:  # the engine broke: the run stops (runtime/orchestrator.py)
+            raise PolicyFailure(str(failure)) from failure
         except (ValueError, RuntimeError) as refused:  # too long for a slot, or the engine stopped
             raise PolicyUnavailable(str(refused)) from refused
         # The text leaves special tokens out: it goes back into later prompts, where an

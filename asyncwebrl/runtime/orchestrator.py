@@ -38,6 +38,7 @@ from asyncwebrl.learner.learner import Learner
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.records import Trajectory
 from asyncwebrl.rollout.episode import EpisodeSettings
+from asyncwebrl.rollout.policies import PolicyFailure
 from asyncwebrl.rollout.pool import make_pool
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.groups import Group, GroupBuffer
@@ -191,7 +192,8 @@ class Orchestrator:
         while not (self.stopping or distributed.flag_raised(round_name)):
             if self._collector_error is not None:
                 upcoming.cancel()
-                raise RuntimeError("the collector failed") from self._collector_error
+                error = self._collector_error
+                raise RuntimeError(f"the collector failed: {type(error).__name__}: {error}") from error
             batch = upcoming.wait(timeout=1.0)
             if batch is not None:
                 return dataclasses.replace(batch, waited=time.monotonic() - started if starved else 0.0)
@@ -282,6 +284,9 @@ class Orchestrator:
             trajectory = await pool.run(group.task, self.policy, episode_id=episode_id, group_id=group.group_id)
         except asyncio.CancelledError:
             raise
+        except PolicyFailure as failure:   # every episode would fail so: the learner loop stops the run with it
+            self._collector_error = failure
+            return
         except Exception as error:   # never lose a group member silently: it counts as crashed
             logging.exception("episode %s failed outside the episode loop", episode_id)
             trajectory = Trajectory(task=group.task, steps=[], outcome="crashed", reward=None, episode_id=episode_id,

@@ -41,6 +41,11 @@ from asyncwebrl.parallel import SAMPLER_RULES, logical_spec, make_mesh, param_sh
 from asyncwebrl.sampler.sampling import SamplingSettings, sample
 
 
+class EngineFailure(Exception):
+    """The engine's computation failed (a device error in a prefill or a decode step): not
+    a refusal of one request (that is a ValueError from submit) nor a stop."""
+
+
 @dataclasses.dataclass(frozen=True)
 class EngineSettings:
     slots: int = 8                                   # requests decoded together
@@ -261,9 +266,11 @@ class Engine:
                 if self._active():
                     self._decode_all()
             except Exception as error:  # a device error fails the requests in flight, not the thread
+                failure = EngineFailure(f"the sampler failed: {type(error).__name__}: {error}")
+                failure.__cause__ = error
                 for index, slot in enumerate(self._slots):
                     if slot is not None:
-                        slot.future.set_exception(error)
+                        slot.future.set_exception(failure)
                         self._slots[index] = None
 
     def _active(self) -> bool:
