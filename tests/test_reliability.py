@@ -14,7 +14,7 @@ from asyncwebrl.envs.webgym import WebGymEnvironment
 from asyncwebrl.records import Step, Task, Trajectory
 from asyncwebrl.rollout import response as response_module
 from asyncwebrl.rollout.episode import EpisodeSettings
-from asyncwebrl.rollout.policies import Reply
+from asyncwebrl.rollout.policies import PolicyFailure, Reply
 from asyncwebrl.rollout.response import format_response, response_action
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize, write_eval
@@ -162,6 +162,30 @@ class Answering:
                 return Reply(format_response({}, {}, "x", "Answer.", {"action": "answer", "text": "It opens at 9:00."}))
 
         return Agent()
+
+
+class BrokenSampler:
+    """A policy whose sampler has failed: every step raises PolicyFailure."""
+
+    def begin(self, task, *, interaction, episode_id):
+        class Agent:
+            async def act(self, observation, steps):
+                raise PolicyFailure("the sampler failed: XlaRuntimeError: device lost")
+
+        return Agent()
+
+
+def test_an_evaluation_stops_on_a_policy_failure_naming_it():
+    """A broken policy is not one bad episode: recording each episode as crashed would go on
+    through every task and report a success rate of a run that never acted."""
+    from asyncwebrl.envs.local import LocalEnvironment
+
+    with LocalWeb() as web:
+        tasks = generate_tasks("test", 1)[:4]
+        with pytest.raises(PolicyFailure, match="device lost"):
+            asyncio.run(run_tasks(tasks, BrokenSampler(), LocalEnvironment(web, browser_free=True),
+                                  EpisodeSettings(interaction="set_of_marks", phase="test", observation="text"),
+                                  concurrency=2, driver="http", progress=None))
 
 
 class ScriptedJudge:

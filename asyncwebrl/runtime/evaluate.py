@@ -20,7 +20,7 @@ import time
 
 from asyncwebrl.records import LEVELS, SCORED_OUTCOMES, Task, Trajectory
 from asyncwebrl.rollout.episode import EpisodeSettings
-from asyncwebrl.rollout.policies import Policy
+from asyncwebrl.rollout.policies import Policy, PolicyFailure
 from asyncwebrl.rollout.pool import make_pool
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 
@@ -46,6 +46,8 @@ async def run_tasks(tasks: list[Task], policy: Policy, environment, settings: Ep
         nonlocal done
         try:
             trajectory = await pool.run(task, policy)
+        except PolicyFailure:   # the policy itself is broken (its sampler failed): every episode would be
+            raise               # lost the same way, so the evaluation stops with the error
         except Exception as error:   # one bad item (a blocked start page, a policy bug) ends its episode only
             trajectory = crashed_trajectory(task, settings, error)
         if free_screenshots:
