@@ -101,6 +101,11 @@ def solved_rows(trajectories) -> list[tuple[np.ndarray, np.ndarray]]:
             for t in trajectories if t.success for s in t.steps]
 
 
+def fits(row: tuple[np.ndarray, np.ndarray], row_length: int) -> bool:
+    """Whether a (prompt, response) row fits one packed learner row."""
+    return len(row[0]) + len(row[1]) <= row_length
+
+
 def probe_rows(config, processor, count: int, layouts: str):
     """Step rows of the oracle for measuring, never for training: on held-out (test) sites
     (layouts="test": variant 3, a layout training never shows), or on unseen sites of the
@@ -117,7 +122,7 @@ def probe_rows(config, processor, count: int, layouts: str):
     else:
         tasks, phase = [t for site in training_site_ids(32, PROBE_SEEDS) for t in site_tasks(site, 4, rng)], "train"
     trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore(), tasks, phase=phase, progress=None)
-    rows = [r for r in solved_rows(trajectories) if len(r[0]) + len(r[1]) <= config.learner.row_length]
+    rows = [r for r in solved_rows(trajectories) if fits(r, config.learner.row_length)]
     return random.Random(1).sample(rows, min(count, len(rows)))
 
 
@@ -280,7 +285,7 @@ def main() -> None:
                     raise RuntimeError("the demonstration workers sent nothing for 120 s") from None
                 continue
             last_rows = time.perf_counter()
-            fitting = [r for r in rows if len(r[0]) + len(r[1]) <= config.learner.row_length]
+            fitting = [r for r in rows if fits(r, config.learner.row_length)]
             sites, produced, too_long = sites + n_sites, produced + len(fitting), too_long + len(rows) - len(fitting)
             buffer.extend(fitting)
             fresh += len(fitting)
