@@ -41,6 +41,7 @@ import numpy as np  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from asyncwebrl.learner.learner import Learner, LearnerSettings  # noqa: E402
+from asyncwebrl.learner.losses import loss_kind  # noqa: E402
 from asyncwebrl.learner.packing import PackingShape, StepRow  # noqa: E402
 from asyncwebrl.learner.train import LossSettings, OptimizerSettings  # noqa: E402
 from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
@@ -124,6 +125,7 @@ def main() -> None:
     parser.add_argument("--remat", default="full", choices=["none", "full", "dots", "mlp"])
     parser.add_argument("--attention", default="xla", choices=["xla", "pallas"])
     parser.add_argument("--logit-chunk", type=int, default=1024)
+    parser.add_argument("--loss", default="grpo", help="a loss kind (asyncwebrl/learner/losses.py); sft: the warm start's update")
     parser.add_argument("--updates", type=int, default=3, help="timed updates after one warm-up")
     args = parser.parse_args()
 
@@ -139,7 +141,7 @@ def main() -> None:
                          images_per_microbatch=steps_per_row * args.rows_per_microbatch if args.images else 0,
                          patches_per_image=patches if args.images else 0)
     settings = LearnerSettings(
-        packing=shape, loss=LossSettings(logit_chunk=args.logit_chunk),
+        packing=shape, loss=LossSettings(kind=args.loss, logit_chunk=args.logit_chunk),
         optimizer=OptimizerSettings(warmup_steps=10, total_steps=1000, moment_dtype=args.moment_dtype),
         gradient_dtype=args.gradient_dtype)
 
@@ -179,7 +181,7 @@ def main() -> None:
         "tokens_per_s": round(tokens / seconds), "model_tflops_per_update": round(flops_per_update / 1e12, 2),
         "achieved_tflops": round(flops_per_update / seconds / 1e12, 1),
         "measured_peak_tflops": round(peak / 1e12, 3), "mfu": round(flops_per_update / seconds / peak, 4),
-        "loss_finite": bool(np.isfinite(timings[-1]["loss"])),
+        "loss_finite": bool(np.isfinite(timings[-1][loss_kind(args.loss).objective])),
         "peak_memory_gib": round(memory["peak_bytes_in_use"] / 2**30, 1) if memory else None,
     }
     print(json.dumps(result, indent=1))

@@ -63,6 +63,7 @@ def make_config(args):
     config.learner.rows_per_microbatch = args.rows_per_microbatch
     if args.bf16:
         config.model.compute_dtype = "bfloat16"   # over float32 parameters and optimiser state
+    config.model.attention = args.attention
     return config
 
 
@@ -226,6 +227,8 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bf16", action="store_true", help="bfloat16 matmuls over float32 parameters (default: float32 throughout)")
+    parser.add_argument("--attention", default="xla", choices=["xla", "pallas"],
+                        help="pallas: the flash-attention kernels (GPU), for the trainer and the closed-loop sampler")
     parser.add_argument("--save-dtype", default="bfloat16", help="the checkpoint's parameter dtype (it ships)")
     parser.add_argument("--out", default="runs/warm_start")
     args = parser.parse_args()
@@ -322,11 +325,12 @@ def main() -> None:
         log({"event": "trained", "step": step, "held_out_exact": probe(), "new_sites_exact": probe_new_sites(),
              "rows_produced": produced, "sites": sites,
              "rows_used": used, "reuse": round(used / max(produced, 1), 2)})
+        # saved before the closed loop, so a failing evaluation loses no training
+        checkpoint = os.path.join(args.out, "checkpoint")
+        save_pretrained(learner.model(), checkpoint, dtype=jax.numpy.dtype(args.save_dtype))
+        processor.save_pretrained(checkpoint)
+        log({"event": "saved", "path": checkpoint})
         evaluate(step)
-    checkpoint = os.path.join(args.out, "checkpoint")
-    save_pretrained(learner.model(), checkpoint, dtype=jax.numpy.dtype(args.save_dtype))
-    processor.save_pretrained(checkpoint)
-    log({"event": "saved", "path": checkpoint})
     for worker in workers:
         worker.terminate()
 
