@@ -213,8 +213,8 @@ def main() -> None:
     parser.add_argument("--warmup-steps", type=int, default=100)
     parser.add_argument("--rows-per-step", type=int, default=128)
     parser.add_argument("--tasks-per-site", type=int, default=4)
-    parser.add_argument("--text-budget", type=int, default=768, help="page text tokens shown per step")
-    parser.add_argument("--row-length", type=int, default=1536)
+    parser.add_argument("--text-budget", type=int, default=512, help="page text tokens shown per step")
+    parser.add_argument("--row-length", type=int, default=1024)
     parser.add_argument("--rows-per-microbatch", type=int, default=16)
     parser.add_argument("--buffer", type=int, default=20_000, help="newest rows kept to sample from")
     parser.add_argument("--reuse", type=float, default=1.0, help="rows used per row produced, on average: the "

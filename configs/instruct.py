@@ -18,7 +18,7 @@ from configs import default
 
 
 def get_config():
-    config = default.get_config()
+    config = default.bare()
     config.model.preset = "8b"
     config.model.path = ""                      # a Hugging Face Qwen3-VL-8B-Instruct directory
     config.model.dtype = "bfloat16"

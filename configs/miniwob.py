@@ -15,7 +15,7 @@ from configs import default
 
 
 def get_config():
-    config = default.get_config()
+    config = default.bare()
     config.policy = "random"
     config.tasks.source = "miniwob"
     config.miniwob.tasks = ",".join([

@@ -2,7 +2,8 @@
 (docs/architecture.md#devices-and-sharding).
 This must happen before anything imports jax; unsharded code still runs on device 0.
 
-Also: a persistent compilation cache, and a short training run through main.py (tiny model, real Chromium), made once per
+Also: a persistent compilation cache, and a short training run through main.py (the bare system's
+random tiny model, real Chromium), made once per
 test session and shared by the tests that read a run directory."""
 
 import os
@@ -25,10 +26,12 @@ if _OWN_CACHE:
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Short runs: no warm start, no evaluation, 8 new tokens per step, 2-step episodes in
+# Short runs: the bare system (configs/default.py:bare, a random tiny model on screenshots),
+# no warm start, no evaluation, 8 new tokens per step, 2-step episodes in
 # coordinates mode (short prompts), groups of 2, one group per update, and dynamic
 # sampling off (an untrained policy succeeds too rarely for groups with reward variance).
-QUICK = ["--config.sft.steps=0", "--config.eval.num_tasks=0", "--config.sampler.max_new_tokens=8",
+QUICK = [f"--config={os.path.join(ROOT, 'configs', 'default.py')}:bare",
+         "--config.sft.steps=0", "--config.eval.num_tasks=0", "--config.sampler.max_new_tokens=8",
          "--config.agent.interaction=coordinates", "--config.sampler.capacity=2048",
          "--config.sampler.prompt_buckets=(2048,)", "--config.learner.row_length=2048",
          "--config.agent.train_step_limits=(2,2,2)", "--config.agent.step_limits_fit_plans=False",

@@ -187,7 +187,8 @@ def test_navigation_is_confined_to_the_local_web(web):
 
 def test_main_eval_writes_the_documented_eval_json(tmp_path):
     workdir = tmp_path / "run"
-    command = [sys.executable, "main.py", "--mode=eval", f"--workdir={workdir}", "--config.policy=oracle",
+    command = [sys.executable, "main.py", "--config=configs/default.py:bare", "--mode=eval", f"--workdir={workdir}",
+               "--config.policy=oracle",
                "--config.eval.num_tasks=3", "--config.tasks.test_sites_per_variant=1",
                "--config.agent.interaction=coordinates"]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)

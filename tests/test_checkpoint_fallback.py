@@ -16,7 +16,7 @@ import pytest
 from asyncwebrl.learner.checkpoints import CheckpointStore, NoReadableCheckpoint
 from asyncwebrl.runtime import training
 from asyncwebrl.runtime.rundir import RunDirectory
-from configs.default import get_config
+from configs.default import bare as get_config   # the bare system
 
 
 def tiny_state(scale: float) -> dict:

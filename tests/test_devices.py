@@ -14,7 +14,7 @@ from configs import default
 
 
 def config_with(count: int, sampler: int, attention: str = "xla"):
-    config = default.get_config()
+    config = default.bare()
     config.devices.count, config.devices.sampler = count, sampler
     config.model.attention = attention
     config.sampler.slots, config.sampler.capacity, config.sampler.prompt_buckets = 2, 512, (512,)

@@ -14,7 +14,7 @@ from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.settings import make_environment
 from asyncwebrl.runtime.validate import validate_config
 from asyncwebrl.web.server import LocalWeb
-from configs.default import get_config
+from configs.default import bare as get_config   # the bare system
 
 
 class ToyEnvironment:

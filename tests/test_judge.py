@@ -427,8 +427,8 @@ def test_main_evaluates_a_webgym_file_through_the_config_keys(endpoint, tmp_path
                                 for i in range(3)))
         workdir = tmp_path / "run"
         result = subprocess.run(
-            [sys.executable, os.path.join(ROOT, "main.py"), "--mode=eval", f"--workdir={workdir}",
-             "--config.tasks.source=webgym", f"--config.tasks.test_path={path}", "--config.policy=random",
+            [sys.executable, os.path.join(ROOT, "main.py"), "--config=configs/default.py:bare", "--mode=eval",
+             f"--workdir={workdir}", "--config.tasks.source=webgym", f"--config.tasks.test_path={path}", "--config.policy=random",
              "--config.eval.num_tasks=3", "--config.agent.test_step_limits=(2,2,2)",
              f"--config.judge.base_url={endpoint.url}", "--config.judge.model=judge",
              f"--config.sandbox.allow_hosts={urllib.parse.urlsplit(web.origin).netloc}"],

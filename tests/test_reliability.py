@@ -262,6 +262,7 @@ def test_every_shipped_config_passes_validation():
 
     for name in ("default", "instruct", "miniwob", "warm_start", "thinking"):
         validate_config(importlib.import_module(f"configs.{name}").get_config())
+    validate_config(importlib.import_module("configs.default").get_config("bare"))
 
 
 def test_main_refuses_a_bad_value_before_building_anything(tmp_path):

@@ -39,8 +39,8 @@ TASK = Task(task_id="bandit", task_name="Which button sends the form?", website=
 
 
 def bandit_config(kind: str, epochs: int = 1, minibatches: int = 1):
-    """The embedded default, with rows as short as the bandit's and no images."""
-    config = default.get_config()
+    """The bare system's config (tiny random model), with rows as short as the bandit's and no images."""
+    config = default.bare()
     config.loss.kind = kind                       # normaliser const (1/k), decoupled IS: the defaults
     config.sampler.capacity = config.learner.row_length = 64
     config.learner.rows_per_microbatch = 2        # 3 microbatches: minibatches up to 3 have whole ones
