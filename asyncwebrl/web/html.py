@@ -122,6 +122,12 @@ def search_form(box: SearchBox) -> str:
     )
 
 
+def menu_position(variant: int) -> str:
+    """Where a page of this layout shows its menu and search box, as page text says it
+    ("search the catalogue above"): the words follow the frame a site really has."""
+    return {"top": "above", "left": "on the left", "right": "on the right"}[LAYOUTS[variant].nav_position]
+
+
 def render_page(
     variant: int,
     *,
