@@ -109,7 +109,7 @@ WORDING = {
 class Layout:
     """The aspects a training site draws one by one from variant 1 or 2 (Site.layout)."""
 
-    frame: int  # html.LAYOUTS: where the menu and search sit, colours, fonts
+    frame: str  # html.FRAMES: where the menu and search sit, colours, fonts
     order: str  # listings sorted by "surname" | "position" | "first name"
     page_size: int  # people per listing page
     listing: str  # "names" (list with titles) | "contacts" (table with email and phone) | "roles" (title first)
@@ -123,9 +123,9 @@ class Layout:
 
 
 LAYOUT = {
-    1: Layout(1, "surname", 6, "names", "home", switchboard_on_home=False, az_index=False, location_first=False),
-    2: Layout(2, "position", 8, "contacts", "menu", switchboard_on_home=True, az_index=False, location_first=False),
-    3: Layout(3, "first name", 7, "roles", "units", switchboard_on_home=False, az_index=True, location_first=True),
+    1: Layout("topbar", "surname", 6, "names", "home", switchboard_on_home=False, az_index=False, location_first=False),
+    2: Layout("sidebar", "position", 8, "contacts", "menu", switchboard_on_home=True, az_index=False, location_first=False),
+    3: Layout("compact-right", "first name", 7, "roles", "units", switchboard_on_home=False, az_index=True, location_first=True),
 }
 SORT_KEYS = {"surname": lambda p: (p.surname, p.name), "position": lambda p: (p.title, p.surname, p.name),
              "first name": lambda p: p.name}

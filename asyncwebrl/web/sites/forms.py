@@ -99,7 +99,7 @@ WORDING_BY_VARIANT = {v: {key: texts[v - 1] for key, texts in WORDING.items()} f
 class Layout:
     """The aspects a training site draws one by one from variant 1 or 2 (Site.layout)."""
 
-    frame: int  # html.LAYOUTS: where the menu sits, colours, fonts
+    frame: str  # html.FRAMES: where the menu sits, colours, fonts
     field_order: str  # "as listed" (in FORMS) | "choices first" (radio groups) | "contact first" (email, phone)
     events_by_name: bool  # the events page lists events by name rather than by date
     # Plans register for a named event from its page (whose link opens the form with the
@@ -110,9 +110,9 @@ class Layout:
 
 
 LAYOUT = {
-    1: Layout(1, "as listed", events_by_name=False, register_from_event=False, services_page=False),
-    2: Layout(2, "choices first", events_by_name=True, register_from_event=True, services_page=False),
-    3: Layout(3, "contact first", events_by_name=False, register_from_event=False, services_page=True),
+    1: Layout("topbar", "as listed", events_by_name=False, register_from_event=False, services_page=False),
+    2: Layout("sidebar", "choices first", events_by_name=True, register_from_event=True, services_page=False),
+    3: Layout("compact-right", "contact first", events_by_name=False, register_from_event=False, services_page=True),
 }
 FIRST_FIELDS = {"as listed": set(), "choices first": CHOICE_FIELDS, "contact first": {"email", "phone"}}
 

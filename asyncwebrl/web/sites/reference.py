@@ -98,7 +98,7 @@ WORDING = {
 class Layout:
     """The aspects a training site draws one by one from variant 1 or 2 (Site.layout)."""
 
-    frame: int  # html.LAYOUTS: where the menu and search sit, colours, fonts
+    frame: str  # html.FRAMES: where the menu and search sit, colours, fonts
     order: str  # listings sorted by "title" | "author" | "shelf" (call number)
     page_size: int  # books per listing page
     listing: str  # "table" (title, author, year) | "list" (descriptive) | "shelf table" (call number first)
@@ -113,9 +113,9 @@ class Layout:
 
 
 LAYOUT = {
-    1: Layout(1, "title", 10, "table", "menu", authors_index=False, advanced_search=False, record="table"),
-    2: Layout(2, "author", 8, "list", "index", authors_index=True, advanced_search=False, record="list"),
-    3: Layout(3, "shelf", 12, "shelf table", "holdings", authors_index=False, advanced_search=True,
+    1: Layout("topbar", "title", 10, "table", "menu", authors_index=False, advanced_search=False, record="table"),
+    2: Layout("sidebar", "author", 8, "list", "index", authors_index=True, advanced_search=False, record="list"),
+    3: Layout("compact-right", "shelf", 12, "shelf table", "holdings", authors_index=False, advanced_search=True,
               record="imprint"),
 }
 SORT_KEYS = {"title": lambda b: b.filing_title, "author": lambda b: (b.author.split()[-1], b.author, b.filing_title),

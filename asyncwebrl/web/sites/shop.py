@@ -87,7 +87,7 @@ WORDING = {
 class Layout:
     """The aspects a training site draws one by one from variant 1 or 2 (Site.layout)."""
 
-    frame: int  # html.LAYOUTS: where the menu and search sit, colours, fonts
+    frame: str  # html.FRAMES: where the menu and search sit, colours, fonts
     order: str  # listings sorted by "name" | "price" | "code"
     page_size: int  # products per listing page
     listing: str  # "table" (name, price, rating) | "list" (descriptive) | "coded table" (code first)
@@ -96,9 +96,9 @@ class Layout:
 
 
 LAYOUT = {
-    1: Layout(1, "name", 8, "table", departments_page=False, specs_first=False),
-    2: Layout(2, "price", 6, "list", departments_page=False, specs_first=False),
-    3: Layout(3, "code", 10, "coded table", departments_page=True, specs_first=True),
+    1: Layout("topbar", "name", 8, "table", departments_page=False, specs_first=False),
+    2: Layout("sidebar", "price", 6, "list", departments_page=False, specs_first=False),
+    3: Layout("compact-right", "code", 10, "coded table", departments_page=True, specs_first=True),
 }
 SORT_KEYS = {"name": lambda p: p.name, "price": lambda p: (p.price_cents, p.name), "code": lambda p: p.code}
 
