@@ -1,11 +1,14 @@
 """Per-site layout mixing: test sites exactly as they always were, training sites mixing
-the training variants' layouts aspect by aspect (web/site.py: Site.layout)."""
+the training variants' layouts aspect by aspect (web/site.py: Site.layout), with plans
+that still solve every task."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import html
 import re
+import sys
 import urllib.parse
 
 import pytest
@@ -14,7 +17,7 @@ from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.sites import KINDS, site_class
 from asyncwebrl.web.sites.forms import FORMS
 from asyncwebrl.web.tasks import tasks_of_site
-from asyncwebrl.web.walker import walk_task
+from asyncwebrl.web.walker import solve_and_judge, walk_task
 
 CRAWL_LIMIT = 150  # pages per site: every kind of page, most of the items
 # sha256 (first 16 hex digits) of the pages and of the tasks (instructions, facts, oracle
@@ -83,6 +86,52 @@ def pinned_sites() -> list[str]:
 @pytest.mark.parametrize("site_id", pinned_sites())
 def test_test_sites_keep_their_pages_tasks_and_plans(site_id):
     assert fingerprint(site_id) == PINNED[site_id]
+
+
+
+def _layouts(kind: str) -> dict:
+    """A kind's layout per variant, as its module's LAYOUT table writes it."""
+    return sys.modules[site_class(kind).__module__].LAYOUT
+
+
+def _training_sites(kind: str, count: int) -> list:
+    cls = site_class(kind)
+    return [cls(variant, seed) for seed in range(count // 2) for variant in (1, 2)]
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_training_sites_mix_the_training_layouts_and_never_the_test_one(kind):
+    """Each aspect of a training site's layout is variant 1's or variant 2's; an option
+    only the test variant has never shows; 40 sites show several mixes, not just the two
+    variants' own layouts. Test sites keep their own layout."""
+    layouts = _layouts(kind)
+    assert site_class(kind)(3, 1000).look == site_class(kind)(3, 1001).look == layouts[3]
+    mixes = set()
+    for site in _training_sites(kind, 40):
+        for aspect in dataclasses.fields(site.look):
+            value = getattr(site.look, aspect.name)
+            assert value in (getattr(layouts[1], aspect.name), getattr(layouts[2], aspect.name)), (site.site_id, aspect.name)
+            test_only = getattr(layouts[3], aspect.name) not in (getattr(layouts[1], aspect.name), getattr(layouts[2], aspect.name))
+            assert not (test_only and value == getattr(layouts[3], aspect.name)), (site.site_id, aspect.name)
+        mixes.add(site.look)
+    assert len(mixes) >= 3 and mixes - {layouts[1], layouts[2]}, mixes
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_the_oracle_solves_every_task_under_every_training_option(kind):
+    """Plans read the site's layout, never its variant: on training sites that together
+    show every training option of every aspect, every task's plan walks to a full score."""
+    web = LocalWeb()
+    unseen = {(aspect.name, getattr(_layouts(kind)[v], aspect.name))
+              for aspect in dataclasses.fields(_layouts(kind)[1]) for v in (1, 2)}
+    for site in _training_sites(kind, 40):
+        options = {(aspect.name, getattr(site.look, aspect.name)) for aspect in dataclasses.fields(site.look)}
+        if not options & unseen:
+            continue
+        unseen -= options
+        for task in tasks_of_site(web.site(site.site_id)):
+            assert solve_and_judge(web, task)[1].reward == 1.0, task.task_id
+    assert not unseen
 
 
 if __name__ == "__main__":  # prints PINNED (to pin anew, deliberately, after changing a test layout)
