@@ -1,10 +1,16 @@
 """What every local site is: a deterministic model of content plus an HTTP handler.
 
 A site instance is fixed by (kind, variant, seed). The seed decides the content
-(products, people, records) together with the variant, which also decides layout,
-navigation and wording. Train
-and test splits use disjoint variants, so a test site's look is never seen in training
-(WebGym's out-of-distribution split).
+(products, people, records) together with the variant. The variant decides the split
+and the site's look: train and test splits use disjoint variants, so a test site's look
+is never seen in training (WebGym's out-of-distribution split). A test site (variant 3)
+has its variant's layout, navigation and wording. A training site (variant 1 or 2)
+draws each layout aspect (listing order, page size, page frame, which pages exist, how
+plans get around; a kind's LAYOUT) and each label (its WORDING) from one of the two
+training variants, by a random stream of its own id (Site.layout, Site.wording): with
+only two fixed looks per kind a policy would learn the looks, not the task. Layout code
+and plans read the site's choices (`self.look`), never its variant; only content and a
+few sentences (a shop's welcome line, a library's name) still go with the variant.
 
 Sites also write their own tasks, because only the site knows which pages a task
 needs: each task carries a rubric (facts) and an oracle plan, the list of UI moves
