@@ -209,7 +209,7 @@ class DirectorySite(Site):
         nav = []
         if self.look.departments == "menu":
             nav += [(d.name, self.href(f"/d/{d.slug}"), f"dept:{d.slug}") for d in self.departments]
-        if self.look.departments == "units":
+        elif self.look.departments == "units":
             nav.append((w.units, self.href("/units"), "units"))
         if self.look.az_index:
             nav.append(("A-Z index", self.href("/az"), "az"))
@@ -304,8 +304,9 @@ class DirectorySite(Site):
     def person(self, request: Request, p: Person) -> Response:
         w = self.words
         unit = link(p.department, self.href(f"/d/{content.slug(p.department)}"), "person-dept")
-        rows = [(w.title, esc(p.title)), ("Unit" if self.look.departments == "units" else "Department", unit), (w.email, esc(p.email)),
-                (w.phone, esc(p.phone)), (w.office, esc(p.office))]
+        unit_label = "Unit" if self.look.departments == "units" else "Department"  # as its Units page says
+        rows = [(w.title, esc(p.title)), (unit_label, unit), (w.email, esc(p.email)), (w.phone, esc(p.phone)),
+                (w.office, esc(p.office))]
         if self.look.location_first:  # where to find the person, then how to reach them
             rows = [rows[4], rows[3], rows[2], rows[0], rows[1]]
         card = "<table>" + "".join(f"<tr><th>{esc(label)}</th><td>{value}</td></tr>" for label, value in rows) + "</table>"

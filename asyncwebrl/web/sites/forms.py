@@ -48,7 +48,7 @@ LAST_BOOKABLE = SEASON_START + datetime.timedelta(days=BOOKING_DAYS - 1)
 OPENING_MINUTES = (8 * 60, 21 * 60)  # bookings may start 08:00 .. 21:00
 MAX_TICKETS = 6
 
-# form: (confirmation code prefix, fields in their listed order: the "as listed" field order)
+# form: (confirmation code prefix, fields in the order the "as listed" layout asks them)
 FORMS = {
     "newsletter": ("NL", ["email", "frequency"]),
     "register": ("EV", ["name", "email", "event", "tickets"]),
