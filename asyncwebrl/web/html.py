@@ -1,8 +1,9 @@
-"""Page layouts shared by all local sites.
+"""Page frames shared by all local sites.
 
-A variant number picks one of three layouts. They differ where agents notice: where the
-navigation sits (top bar, left sidebar, right-hand menu), where search is, colours,
-fonts and density. Kinds add their own wording on top.
+Three page frames: "topbar", "sidebar" and "compact-right". They differ where agents
+notice: where the navigation sits (top bar, left sidebar, right-hand menu), where search
+is, colours, fonts and density. A site's layout (web/site.py: Site.layout) names its
+frame; kinds add their own pages, listings and wording inside it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from asyncwebrl.web.site import esc
 
 
 @dataclasses.dataclass(frozen=True)
-class Layout:
-    name: str
+class Frame:
     css: str
     nav_position: str  # top | left | right
 
@@ -33,9 +33,8 @@ button, input[type=submit] { font-size: 16px; padding: 7px 16px; cursor: pointer
 label { cursor: pointer; }
 """
 
-LAYOUTS = {
-    1: Layout(
-        "topbar",
+FRAMES = {
+    "topbar": Frame(
         _BASE_CSS
         + """
 body { font-family: Arial, Helvetica, sans-serif; background: #f4f6f9; color: #1d2330; }
@@ -54,8 +53,7 @@ footer { color: #667; padding: 20px 28px; font-size: 13px; }
 """,
         "top",
     ),
-    2: Layout(
-        "sidebar",
+    "sidebar": Frame(
         _BASE_CSS
         + """
 body { font-family: Georgia, 'Times New Roman', serif; background: #fbfaf5; color: #2b2b22; display: flex; }
@@ -74,8 +72,7 @@ footer { color: #777; padding: 18px 32px; font-size: 12px; font-style: italic; }
 """,
         "left",
     ),
-    3: Layout(
-        "compact-right",
+    "compact-right": Frame(
         _BASE_CSS
         + """
 body { font-family: Verdana, Tahoma, sans-serif; background: #17191e; color: #e6e6e6; font-size: 14px; }
@@ -122,8 +119,14 @@ def search_form(box: SearchBox) -> str:
     )
 
 
+def menu_position(frame: str) -> str:
+    """Where a page of this frame shows its menu and search box, as page text says it
+    ("search the catalogue above"): the words follow the frame a site really has."""
+    return {"top": "above", "left": "on the left", "right": "on the right"}[FRAMES[frame].nav_position]
+
+
 def render_page(
-    variant: int,
+    frame: str,
     *,
     brand: str,
     home_href: str,
@@ -133,19 +136,19 @@ def render_page(
     search: SearchBox | None = None,
     footer: str = "",
 ) -> str:
-    """A whole HTML document. `nav` is a list of (label, href, oid)."""
-    layout = LAYOUTS[variant]
+    """A whole HTML document in one of FRAMES. `nav` is a list of (label, href, oid)."""
+    style = FRAMES[frame]
     brand_link = f'<a class="brand" href="{esc(home_href)}" data-oid="home">{esc(brand)}</a>'
     nav_links = "".join(link(label, href, oid) for label, href, oid in nav)
     search_html = search_form(search) if search else ""
     footer_html = f"<footer>{esc(footer)}</footer>" if footer else ""
-    if layout.nav_position == "top":
+    if style.nav_position == "top":
         frame = (
             f"<header>{brand_link}{search_html}</header>"
             f'<nav class="top">{nav_links}</nav>'
             f"<main>{body}</main>{footer_html}"
         )
-    elif layout.nav_position == "left":
+    elif style.nav_position == "left":
         frame = (
             f"<aside>{brand_link}{search_html}{nav_links}</aside>"
             f'<div class="content"><main>{body}</main>{footer_html}</div>'
@@ -158,7 +161,7 @@ def render_page(
         )
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"
-        f"<title>{esc(title)} - {esc(brand)}</title><style>{layout.css}</style></head>"
+        f"<title>{esc(title)} - {esc(brand)}</title><style>{style.css}</style></head>"
         f"<body>{frame}</body></html>"
     )
 

@@ -1,10 +1,16 @@
 """What every local site is: a deterministic model of content plus an HTTP handler.
 
 A site instance is fixed by (kind, variant, seed). The seed decides the content
-(products, people, records) together with the variant, which also decides layout,
-navigation and wording. Train
-and test splits use disjoint variants, so a test site's look is never seen in training
-(WebGym's out-of-distribution split).
+(products, people, records) together with the variant. The variant decides the split
+and the site's look: train and test splits use disjoint variants, so a test site's look
+is never seen in training (WebGym's out-of-distribution split). A test site (variant 3)
+has its variant's layout, navigation and wording. A training site (variant 1 or 2)
+draws each layout aspect (listing order, page size, page frame, which pages exist, how
+plans get around; a kind's LAYOUT) and each label (its WORDING) from one of the two
+training variants, by a random stream of its own id (Site.layout, Site.wording): with
+only two fixed looks per kind a policy would learn the looks, not the task. Layout code
+and plans read the site's choices (`self.look`), never its variant; only content and a
+few sentences (a shop's welcome line, a library's name) still go with the variant.
 
 Sites also write their own tasks, because only the site knows which pages a task
 needs: each task carries a rubric (facts) and an oracle plan, the list of UI moves
@@ -153,14 +159,32 @@ class Site:
         the training variants (fixed by its id, apart from its content's random stream):
         otherwise each label goes with one layout, and a policy can learn the layout in
         place of the label. Test sites stay as they were, with words training never shows."""
+        return self._mix("wording", by_variant)
+
+    def layout(self, by_variant: dict[int, Any]) -> Any:
+        """This site's layout, from a kind's layout per variant: a dataclass with one field
+        per aspect (listing order, page size, where the menu sits, which pages exist).
+
+        As with wording, a test site keeps its own variant's layout, and a training site
+        draws each aspect from one of the training variants: with only two layouts per kind
+        a policy learns the two layouts instead of the task. An aspect that only the test
+        variant has is never drawn, so the held-out layout stays unseen. Aspects that must
+        agree (a page's links and the plan that clicks them) are one field, so a mix never
+        pairs them inconsistently; plans read the site's choice, never its variant."""
+        return self._mix("layout", by_variant)
+
+    def _mix(self, stream: str, by_variant: dict[int, Any]) -> Any:
+        """Own variant's table for a test site; for a training site, each entry (a dataclass
+        field or dict key) drawn from a training variant by a random stream of this site's
+        id (apart from its content's, so content stays as it was)."""
         own = by_variant[self.variant]
         if self.split != "train":
             return own
-        rng = random.Random(f"wording:{self.site_id}")
+        rng = random.Random(f"{stream}:{self.site_id}")
         if isinstance(own, dict):
             return {name: by_variant[rng.choice(TRAIN_VARIANTS)][name] for name in own}
-        labels = {f.name: getattr(by_variant[rng.choice(TRAIN_VARIANTS)], f.name) for f in dataclasses.fields(own)}
-        return dataclasses.replace(own, **labels)
+        fields = {f.name: getattr(by_variant[rng.choice(TRAIN_VARIANTS)], f.name) for f in dataclasses.fields(own)}
+        return dataclasses.replace(own, **fields)
 
     @property
     def base_path(self) -> str:

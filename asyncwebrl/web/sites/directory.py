@@ -1,13 +1,14 @@
 """An organisation's staff directory: departments, people with contact cards, search.
 
-The organisation (a university, a company or a hospital) comes from the seed. Variants:
-1 (top bar) lists departments on the home page; department pages and search results
-list names and job titles only (6 per page, by surname), so contacts need the person
-page. 2 (sidebar) puts departments in the menu and shows the switchboard on the home
-page; its listings are tables that already show email and telephone (8 per page,
-grouped by position). 3 (test) says "Units", "Faculty & Staff", "E-mail"; units sit
-behind a "Units" page, there is an A-Z index by surname, listings are ordered by first
-name (7 per page) and the contact card lists the location first.
+The organisation (a university, a company or a hospital) comes from the seed. Layouts
+(LAYOUT; a training site mixes those of variants 1 and 2 aspect by aspect): 1 (top bar)
+lists departments on the home page; department pages and search results list names and
+job titles only (6 per page, by surname), so contacts need the person page. 2 (sidebar)
+puts departments in the menu and shows the switchboard on the home page; its listings
+are tables that already show email and telephone (8 per page, grouped by position). 3
+(test) says "Units", "Faculty & Staff", "E-mail"; units sit behind a "Units" page, there
+is an A-Z index by surname, listings are ordered by first name (7 per page) and the
+contact card lists the location first.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import dataclasses
 import random
 
 from asyncwebrl.web import content
-from asyncwebrl.web.html import SearchBox, link, pager, render_page, table
+from asyncwebrl.web.html import SearchBox, link, menu_position, pager, render_page, table
 from asyncwebrl.web.site import (
     Fact, FactGroup, NotFound, Request, Response, Site, TaskDraft, answer, click, esc, note, type_into,
 )
@@ -102,10 +103,35 @@ WORDING = {
     3: Wording("Faculty & Staff", "Units", "Unit lead", "Role", "E-mail", "Tel.", "Location",
                "Contact", "Search faculty & staff", "Find", ("Prev", "Next page")),
 }
-PAGE_SIZE = {1: 6, 2: 8, 3: 7}
-# What a listing row (department page, search result, A-Z) shows besides the name;
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """The aspects a training site draws one by one from variant 1 or 2 (Site.layout)."""
+
+    frame: str  # html.FRAMES: where the menu and search sit, colours, fonts
+    order: str  # listings sorted by "surname" | "position" | "first name"
+    page_size: int  # people per listing page
+    listing: str  # "names" (list with titles) | "contacts" (table with email and phone) | "roles" (title first)
+    # Where the department links are, with the home page that goes with them: "home" (listed
+    # on the home page; plans go home first), "menu" (in the menu on every page) or "units"
+    # (a "Units" page linked from the menu).
+    departments: str
+    switchboard_on_home: bool  # the home page shows the switchboard and enquiries address
+    az_index: bool  # an A-Z index by surname, linked from the menu
+    location_first: bool  # a person's card starts with office and phone
+
+
+LAYOUT = {
+    1: Layout("topbar", "surname", 6, "names", "home", switchboard_on_home=False, az_index=False, location_first=False),
+    2: Layout("sidebar", "position", 8, "contacts", "menu", switchboard_on_home=True, az_index=False, location_first=False),
+    3: Layout("compact-right", "first name", 7, "roles", "units", switchboard_on_home=False, az_index=True, location_first=True),
+}
+SORT_KEYS = {"surname": lambda p: (p.surname, p.name), "position": lambda p: (p.title, p.surname, p.name),
+             "first name": lambda p: p.name}
+# What a listing row (department page, search result) shows besides the name, by listing;
 # everything else is only on the person's page.
-LISTED = {1: {"title"}, 2: {"title", "email", "phone"}, 3: {"title"}}
+LISTED = {"names": {"title"}, "contacts": {"title", "email", "phone"}, "roles": {"title"}}
 ATTRIBUTES = {  # name: (phrase in instructions, fact type)
     "title": ("job title", "text"), "email": ("email address", "email"),
     "phone": ("phone number", "phone"), "office": ("office", "text"),
@@ -121,7 +147,8 @@ class DirectorySite(Site):
         super().__init__(variant, seed)
         rng = self.rng
         self.words = self.wording(WORDING)
-        self.page_size = PAGE_SIZE[variant]
+        self.look = self.layout(LAYOUT)  # before the content: departments list their people in its order
+        self.page_size = self.look.page_size
         self.org_type = rng.choice(sorted(ORG_TYPES))
         unit_names, (head_title,), single_roles, common_roles = (part.split("|") for part in ORG_TYPES[self.org_type])
         adjective, city = rng.choice(content.ADJECTIVES), rng.choice(content.CITIES)
@@ -165,8 +192,7 @@ class DirectorySite(Site):
 
     # -- presentation --------------------------------------------------------------
     def listing_order(self, people: list[Person]) -> list[Person]:
-        key = {1: lambda p: (p.surname, p.name), 2: lambda p: (p.title, p.surname, p.name), 3: lambda p: p.name}
-        return sorted(people, key=key[self.variant])
+        return sorted(people, key=SORT_KEYS[self.look.order])
 
     def search_results(self, query: str) -> list[Person]:
         needle = query.strip().lower()
@@ -180,15 +206,16 @@ class DirectorySite(Site):
 
     def _page(self, title: str, body: str, query: str = "") -> str:
         w = self.words
-        contact = (w.contact, self.href("/contact"), "contact")
-        if self.variant == 1:
-            nav = [contact]
-        elif self.variant == 2:
-            nav = [(d.name, self.href(f"/d/{d.slug}"), f"dept:{d.slug}") for d in self.departments] + [contact]
-        else:
-            nav = [(w.units, self.href("/units"), "units"), ("A-Z index", self.href("/az"), "az"), contact]
+        nav = []
+        if self.look.departments == "menu":
+            nav += [(d.name, self.href(f"/d/{d.slug}"), f"dept:{d.slug}") for d in self.departments]
+        elif self.look.departments == "units":
+            nav.append((w.units, self.href("/units"), "units"))
+        if self.look.az_index:
+            nav.append(("A-Z index", self.href("/az"), "az"))
+        nav.append((w.contact, self.href("/contact"), "contact"))
         search = SearchBox(self.href("/search"), w.search, w.search_button, query)
-        return render_page(self.variant, brand=self.org, home_href=self.href("/"), title=title, nav=nav,
+        return render_page(self.look.frame, brand=self.org, home_href=self.href("/"), title=title, nav=nav,
                            body=body, search=search, footer=f"{self.org} - {w.staff} directory - updated weekly")
 
     def _person_link(self, p: Person, oid: str = "") -> str:
@@ -199,11 +226,11 @@ class DirectorySite(Site):
         page = min(max(page, 1), pages)
         shown = people[(page - 1) * self.page_size : page * self.page_size]
         w = self.words
-        if self.variant == 1:
+        if self.look.listing == "names":
             items = "".join(f"<li style='margin-bottom:8px'>{self._person_link(p)} &ndash; {esc(p.title)}"
                             + (f" ({esc(p.department)})" if show_unit else "") + "</li>" for p in shown)
             listing = f"<ul>{items}</ul>"
-        elif self.variant == 2:
+        elif self.look.listing == "contacts":
             headers = ["Name", w.title] + (["Department"] if show_unit else []) + [w.email, w.phone]
             rows = [[self._person_link(p), esc(p.title)] + ([esc(p.department)] if show_unit else [])
                     + [esc(p.email), esc(p.phone)] for p in shown]
@@ -221,7 +248,8 @@ class DirectorySite(Site):
             raise NotFound(path)
         if not parts:
             return self.home, ()
-        if parts in (["search"], ["contact"]) or (self.variant == 3 and parts in (["units"], ["az"])):
+        optional = {"units": self.look.departments == "units", "az": self.look.az_index}  # pages this layout has
+        if parts in (["search"], ["contact"]) or (len(parts) == 1 and optional.get(parts[0])):
             return getattr(self, parts[0]), ()
         if len(parts) == 2 and parts[0] == "d" and parts[1] in self.by_dept_slug:
             return self.department, (self.by_dept_slug[parts[1]],)
@@ -230,19 +258,23 @@ class DirectorySite(Site):
         raise NotFound(path)
 
     def home(self, request: Request) -> Response:
+        """What the home page says follows where the department links are; the
+        switchboard notice is an aspect of its own (the contact task's plan reads it)."""
         w = self.words
-        if self.variant == 1:
+        if self.look.departments == "home":
             items = "".join(f"<li style='margin-bottom:8px'>{link(d.name, self.href(f'/d/{d.slug}'), f'dept:{d.slug}')}"
                             f" &ndash; {len(d.people)} people, head: {esc(d.head.name)}</li>" for d in self.departments)
             body = (f"<h1>{esc(self.org)}</h1><p>Find colleagues by department or search by name.</p>"
                     f"<h2>Departments</h2><ul>{items}</ul>")
-        elif self.variant == 2:
-            body = (f"<h1>{esc(self.org)} staff directory</h1><p>Choose a department on the left, or find a colleague by name.</p>"
-                    f"<div class='notice'>Main switchboard: <b>{esc(self.switchboard)}</b> &middot; general enquiries: "
-                    f"<b>{esc(self.enquiries)}</b></div>")
+        elif self.look.departments == "menu":
+            body = (f"<h1>{esc(self.org)} staff directory</h1>"
+                    f"<p>Choose a department {menu_position(self.look.frame)}, or find a colleague by name.</p>")
         else:
             body = (f"<h1>{esc(w.staff)}</h1><p>{esc(self.org)}: {len(self.people)} entries in {len(self.departments)} units. "
                     "Browse the Units list or the A-Z index, or search by name.</p>")
+        if self.look.switchboard_on_home:
+            body += (f"<div class='notice'>Main switchboard: <b>{esc(self.switchboard)}</b> &middot; general enquiries: "
+                     f"<b>{esc(self.enquiries)}</b></div>")
         return Response(self._page("Home", body))
 
     def units(self, request: Request) -> Response:
@@ -272,9 +304,10 @@ class DirectorySite(Site):
     def person(self, request: Request, p: Person) -> Response:
         w = self.words
         unit = link(p.department, self.href(f"/d/{content.slug(p.department)}"), "person-dept")
-        rows = [(w.title, esc(p.title)), ("Unit" if self.variant == 3 else "Department", unit), (w.email, esc(p.email)),
-                (w.phone, esc(p.phone)), (w.office, esc(p.office))]
-        if self.variant == 3:  # the test layout leads with where to find the person
+        unit_label = "Unit" if self.look.departments == "units" else "Department"  # as its Units page says
+        rows = [(w.title, esc(p.title)), (unit_label, unit), (w.email, esc(p.email)), (w.phone, esc(p.phone)),
+                (w.office, esc(p.office))]
+        if self.look.location_first:  # where to find the person, then how to reach them
             rows = [rows[4], rows[3], rows[2], rows[0], rows[1]]
         card = "<table>" + "".join(f"<tr><th>{esc(label)}</th><td>{value}</td></tr>" for label, value in rows) + "</table>"
         return Response(self._page(p.name, f"<h1>{esc(p.name)}</h1>{card}"))
@@ -335,9 +368,9 @@ class DirectorySite(Site):
         return [pools[i % len(pools)][i // len(pools)] for i in range(count)]
 
     def _go_to_department(self, plan: list[dict], d: Department, subtask: str) -> None:
-        if self.variant == 1 and not _at_home(plan):
+        if self.look.departments == "home" and not _at_home(plan):
             plan.append(click("home", "Go back to the home page with the list of departments.", subtask))
-        if self.variant == 3:
+        if self.look.departments == "units":
             plan.append(click("units", "Open the list of units.", subtask))
         plan.append(click(f"dept:{d.slug}", f'Open the "{d.name}" department.', subtask))
 
@@ -351,7 +384,7 @@ class DirectorySite(Site):
         picks between ways at random teaches a small model to blend them)."""
         plan.append(type_into("search", p.name, f'Search the directory for "{p.name}".', subtask))
         self._next_pages(plan, self.search_results(p.name), p, subtask)
-        if not set(attrs) <= LISTED[self.variant]:  # the results list does not show them
+        if not set(attrs) <= LISTED[self.look.listing]:  # the results list does not show them
             plan.append(click(f"person:{p.slug}", f"Open {p.name}'s entry.", subtask))
 
     def _lookup_task(self, rng: random.Random, people: list[Person], attrs: list[str]) -> TaskDraft:
@@ -428,7 +461,7 @@ class DirectorySite(Site):
 
     def _contact_task(self) -> TaskDraft:
         plan, subtask = [], "general_contact"
-        if self.variant != 2:  # variant 2 shows both on the home page
+        if not self.look.switchboard_on_home:  # else the home page, where the plan starts, shows both
             plan.append(click("contact", "Open the contact page.", subtask))
         plan.append(note({f"{self.org_key}_switchboard": self.switchboard, f"{self.org_key}_enquiries_email": self.enquiries}, subtask))
         plan.append(answer(f"Main switchboard: {self.switchboard}; general enquiries: {self.enquiries}"))

@@ -8,10 +8,11 @@ it with the entered values kept and errors next to the fields still missing or w
 and only a complete, valid POST is stored in `session["submissions"][form]` and
 redirected (303) to a confirmation page with a code made from the submission.
 
-Variants: 1 has every form in the top bar and field order as listed in FORMS; 2 puts
-forms in the sidebar, lists events by name and asks radio groups first; 3 (test) hides
-the forms behind an "Online services" page, asks contact details first, and uses its
-own wording throughout.
+Layouts (LAYOUT; a training site mixes those of variants 1 and 2 aspect by aspect): 1
+has every form in the top bar and field order as listed in FORMS; 2 puts forms in the
+sidebar, lists events by name, asks radio groups first and registers for an event from
+the event's page; 3 (test) hides the forms behind an "Online services" page, asks
+contact details first, and uses its own wording throughout.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ LAST_BOOKABLE = SEASON_START + datetime.timedelta(days=BOOKING_DAYS - 1)
 OPENING_MINUTES = (8 * 60, 21 * 60)  # bookings may start 08:00 .. 21:00
 MAX_TICKETS = 6
 
-# form: (confirmation code prefix, fields in variant-1 order)
+# form: (confirmation code prefix, fields in the order the "as listed" layout asks them)
 FORMS = {
     "newsletter": ("NL", ["email", "frequency"]),
     "register": ("EV", ["name", "email", "event", "tickets"]),
@@ -94,6 +95,28 @@ WORDING = {
 WORDING_BY_VARIANT = {v: {key: texts[v - 1] for key, texts in WORDING.items()} for v in (1, 2, 3)}
 
 
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """The aspects a training site draws one by one from variant 1 or 2 (Site.layout)."""
+
+    frame: str  # html.FRAMES: where the menu sits, colours, fonts
+    field_order: str  # "as listed" (in FORMS) | "choices first" (radio groups) | "contact first" (email, phone)
+    events_by_name: bool  # the events page lists events by name rather than by date
+    # Plans register for a named event from its page (whose link opens the form with the
+    # event chosen) rather than from the form's menu link. Tasks that name the event by
+    # date take the event page always.
+    register_from_event: bool
+    services_page: bool  # the forms behind an "Online services" page rather than in the menu
+
+
+LAYOUT = {
+    1: Layout("topbar", "as listed", events_by_name=False, register_from_event=False, services_page=False),
+    2: Layout("sidebar", "choices first", events_by_name=True, register_from_event=True, services_page=False),
+    3: Layout("compact-right", "contact first", events_by_name=False, register_from_event=False, services_page=True),
+}
+FIRST_FIELDS = {"as listed": set(), "choices first": CHOICE_FIELDS, "contact first": {"email", "phone"}}
+
+
 @dataclasses.dataclass
 class Event:
     name: str
@@ -133,6 +156,7 @@ class FormsSite(Site):
         rng = self.rng
         self.brand = f"{rng.choice(content.ADJECTIVES)} {rng.choice(['Community Centre', 'Civic Centre', 'Arts House', 'Town Hall'])}"
         self.words = self.wording(WORDING_BY_VARIANT)
+        self.look = self.layout(LAYOUT)
         capacities = sorted(rng.sample([8, 12, 16, 20, 24, 30, 40, 60, 80], 5))
         self.rooms = [Room(name, rng.choice(FLOORS), cap, rng.randint(3, 30) * 500)
                       for name, cap in zip(rng.sample(ROOM_NAMES, 5), capacities)]
@@ -148,11 +172,11 @@ class FormsSite(Site):
     def _page(self, title: str, body: str) -> str:
         w = self.words
         nav = [(w["events"], self.href("/events"), "nav:events"), (w["rooms"], self.href("/rooms"), "nav:rooms")]
-        if self.variant == 3:
+        if self.look.services_page:
             nav.append(("Online services", self.href("/services"), "nav:services"))
         else:
             nav += [(w[f], self.href(f"/{f}"), f"nav:{f}") for f in FORMS]
-        return render_page(self.variant, brand=self.brand, home_href=self.href("/"), title=title, nav=nav, body=body,
+        return render_page(self.look.frame, brand=self.brand, home_href=self.href("/"), title=title, nav=nav, body=body,
                            footer=f"{self.brand} - open daily 08:00 to 22:00")
 
     def options(self, field: str) -> list[tuple[str, str]]:
@@ -167,12 +191,8 @@ class FormsSite(Site):
         return [(v, v) for v in (FREQUENCIES if field == "frequency" else TOPICS)]
 
     def ordered_fields(self, form: str) -> list[str]:
-        fields = FORMS[form][1]
-        if self.variant == 2:
-            return sorted(fields, key=lambda f: f not in CHOICE_FIELDS)  # stable: choices first
-        if self.variant == 3:
-            return sorted(fields, key=lambda f: f not in ("email", "phone"))
-        return fields
+        first = FIRST_FIELDS[self.look.field_order]
+        return sorted(FORMS[form][1], key=lambda f: f not in first)  # stable: the rest as listed
 
     def _field_html(self, field: str, value: str, error: str) -> str:
         label = self.words[field]
@@ -266,7 +286,7 @@ class FormsSite(Site):
             raise NotFound(path)
         if not parts:
             return self.home, ()
-        if parts in (["events"], ["rooms"]) or (parts == ["services"] and self.variant == 3):
+        if parts in (["events"], ["rooms"]) or (parts == ["services"] and self.look.services_page):
             return getattr(self, f"{parts[0]}_page"), ()
         if len(parts) == 2 and parts[0] == "events" and parts[1] in self.event_by_slug:
             return self.event_page, (self.event_by_slug[parts[1]],)
@@ -282,7 +302,7 @@ class FormsSite(Site):
         return Response(self._page("Home", f"<h1>{esc(self.brand)}</h1><p>{esc(intro)}</p><h2>Coming up</h2><ul>{soon}</ul>"))
 
     def events_page(self, request: Request) -> Response:
-        events = sorted(self.events, key=lambda e: e.name) if self.variant == 2 else self.events
+        events = sorted(self.events, key=lambda e: e.name) if self.look.events_by_name else self.events
         rows = [[link(e.name, self.href(f"/events/{e.slug}"), f"event:{e.slug}"), esc(e.date)] for e in events]
         title = self.words["events"]
         return Response(self._page(title, f"<h1>{esc(title)}</h1>" + table(["Event", "Date"], rows)))
@@ -337,7 +357,7 @@ class FormsSite(Site):
 
     def _open_form(self, form: str, subtask: str) -> list[dict]:
         title = self.words[form]
-        if self.variant == 3:
+        if self.look.services_page:
             return [click("nav:services", "Open the online services page.", subtask),
                     click(f"service:{form}", f'Open the "{title}" form.', subtask)]
         return [click(f"nav:{form}", f'Open the "{title}" form.', subtask)]
@@ -424,9 +444,9 @@ class FormsSite(Site):
         values = {"name": person["name"], "email": person["email"], "event": event.name, "tickets": str(rng.randint(1, 4))}
         total = content.money(event.price_cents * int(values["tickets"]))
         groups = [FactGroup("event registration", self._state_facts("register", values))]
-        # Variant 2 and tasks that name the event by date go through the event page, whose
-        # link opens the form with the event already chosen.
-        if by_date or self.variant == 2:
+        # Through the event page, whose link opens the form with the event already chosen,
+        # when the task names the event by date or this layout registers that way.
+        if by_date or self.look.register_from_event:
             plan = self._open_event(event, "find_event")
             if by_date:
                 day_key = content.slug(event.date.split(",")[0]).replace("-", "_")  # "march_5"

@@ -1,10 +1,12 @@
 """A library catalogue: subjects, a title index, search, author pages, book records.
 
-Variants: 1 puts the subjects in the top bar, lists titles A-Z from the home page and
-shows listings as a table sorted by title (10 a page); 2 has a subject page and an
-authors index in the sidebar and lists books as a descriptive list sorted by author
-(8 a page); 3 (test) speaks of "holdings", "call number", "published" and "extent",
-sorts listings in shelf order (12 a page) and has an advanced search with separate
+Layouts (LAYOUT; a training site mixes those of variants 1 and 2 aspect by aspect): 1
+puts the subjects in the top bar, lists titles A-Z from the home page, shows listings as
+a table sorted by title (10 a page) and a record as a table; 2 has a subject page and an
+authors index in the sidebar, lists books as a descriptive list sorted by author (8 a
+page) and a record as a list of definitions; 3 (test) speaks of "holdings", "call
+number", "published" and "extent", sorts listings in shelf order (12 a page), shows a
+record's imprint line and holdings table and has an advanced search with separate
 title, author and year fields.
 """
 
@@ -15,7 +17,7 @@ import random
 import re
 
 from asyncwebrl.web import content
-from asyncwebrl.web.html import SearchBox, link, pager, render_page, table
+from asyncwebrl.web.html import SearchBox, link, menu_position, pager, render_page, table
 from asyncwebrl.web.site import (
     Fact, FactGroup, NotFound, Request, Response, Site, TaskDraft, answer, click, esc, note, type_into,
 )
@@ -90,7 +92,34 @@ WORDING = {
     2: Wording("Catalogue no.", "Written by", "Year of publication", "Length", "Classmark", "Browse subjects", "Title or author", "Find", ("< Back", "More >")),
     3: Wording("Control no.", "Author", "Published", "Extent", "Call number", "Browse holdings", "Keyword search", "Go", ("Prev", "Next page")),
 }
-PAGE_SIZE = {1: 10, 2: 8, 3: 12}
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """The aspects a training site draws one by one from variant 1 or 2 (Site.layout)."""
+
+    frame: str  # html.FRAMES: where the menu and search sit, colours, fonts
+    order: str  # listings sorted by "title" | "author" | "shelf" (call number)
+    page_size: int  # books per listing page
+    listing: str  # "table" (title, author, year) | "list" (descriptive) | "shelf table" (call number first)
+    # Where the subjects are, with the home page that goes with them (never the same
+    # subject link twice on a page): "menu" (every subject in the menu; the home page
+    # lists titles A-Z), "index" (a subjects page in the menu, also on the home page) or
+    # "holdings" (the same, as "holdings", with a home page about advanced search).
+    subjects: str
+    authors_index: bool  # an "Authors A-Z" page linked from the menu
+    advanced_search: bool  # an advanced search page (title, author, year) linked from the menu
+    record: str  # a record page as a "table" | "list" (of definitions) | "imprint" (and a holdings table)
+
+
+LAYOUT = {
+    1: Layout("topbar", "title", 10, "table", "menu", authors_index=False, advanced_search=False, record="table"),
+    2: Layout("sidebar", "author", 8, "list", "index", authors_index=True, advanced_search=False, record="list"),
+    3: Layout("compact-right", "shelf", 12, "shelf table", "holdings", authors_index=False, advanced_search=True,
+              record="imprint"),
+}
+SORT_KEYS = {"title": lambda b: b.filing_title, "author": lambda b: (b.author.split()[-1], b.author, b.filing_title),
+             "shelf": lambda b: b.call_number}
 ID_PREFIX = {1: "BK", 2: "CAT", 3: "HL"}
 MOVE_LIMIT = {"easy": 7, "medium": 14, "hard": 21}  # 70% of the training step limits
 # Book fields that tasks ask for: (label in instructions, fact type, vocabulary)
@@ -135,7 +164,8 @@ class ReferenceSite(Site):
         town = rng.choice(content.CITIES)
         self.brand = {1: f"Library of {town}", 2: f"{town} Public Library", 3: f"{town} University Library"}[variant]
         self.words = self.wording(WORDING)
-        self.page_size = PAGE_SIZE[variant]
+        self.look = self.layout(LAYOUT)
+        self.page_size = self.look.page_size
         self.subjects = sorted(rng.sample(list(SUBJECTS), 7))
         publishers = rng.sample(PUBLISHERS, 8)
         # No text value may contain another (after normalising), so a right title, name or
@@ -185,12 +215,7 @@ class ReferenceSite(Site):
 
     # -- presentation --------------------------------------------------------------
     def listing_order(self, books: list[Book]) -> list[Book]:
-        key = {
-            1: lambda b: b.filing_title,
-            2: lambda b: (b.author.split()[-1], b.author, b.filing_title),
-            3: lambda b: b.call_number,  # shelf order
-        }[self.variant]
-        return sorted(books, key=key)
+        return sorted(books, key=SORT_KEYS[self.look.order])
 
     def in_subject(self, subject: str) -> list[Book]:
         return self.listing_order([b for b in self.books if b.subject == subject])
@@ -199,14 +224,16 @@ class ReferenceSite(Site):
         return sorted((b for b in self.books if b.author == author), key=lambda b: (b.year, b.filing_title))
 
     def _page(self, title: str, body: str, query: str = "") -> str:
-        if self.variant == 1:
+        if self.look.subjects == "menu":
             nav = [(s, self.href(f"/subject/{content.slug(s)}"), f"subject:{content.slug(s)}") for s in self.subjects]
-        elif self.variant == 2:
-            nav = [(self.words.subjects, self.href("/subjects"), "subjects"), ("Authors A-Z", self.href("/authors"), "authors")]
         else:
-            nav = [(self.words.subjects, self.href("/subjects"), "subjects"), ("Advanced search", self.href("/advanced"), "advanced")]
+            nav = [(self.words.subjects, self.href("/subjects"), "subjects")]
+        if self.look.authors_index:
+            nav.append(("Authors A-Z", self.href("/authors"), "authors"))
+        if self.look.advanced_search:
+            nav.append(("Advanced search", self.href("/advanced"), "advanced"))
         return render_page(
-            self.variant, brand=self.brand, home_href=self.href("/"), title=title, nav=nav, body=body,
+            self.look.frame, brand=self.brand, home_href=self.href("/"), title=title, nav=nav, body=body,
             search=SearchBox(self.href("/search"), self.words.search, self.words.search_button, query),
             footer=f"{self.brand} - catalogue records may be reused under an open licence",
         )
@@ -219,9 +246,9 @@ class ReferenceSite(Site):
         page = min(max(page, 1), pages)
         shown = books[(page - 1) * self.page_size : page * self.page_size]
         w = self.words
-        if self.variant == 1:
+        if self.look.listing == "table":
             listing = table(["Title", w.author, w.year], [[self._record_link(b), esc(b.author), str(b.year)] for b in shown])
-        elif self.variant == 2:
+        elif self.look.listing == "list":
             listing = "<ul>" + "".join(
                 f"<li style='margin-bottom:12px'>{self._record_link(b)}<br>by {esc(b.author)} &middot; "
                 f"{esc(b.publisher)}, {b.year}</li>" for b in shown) + "</ul>"
@@ -233,7 +260,7 @@ class ReferenceSite(Site):
     def _subject_links(self) -> str:
         rows = [[link(s, self.href(f"/subject/{content.slug(s)}"), f"subject:{content.slug(s)}"), str(len(self.in_subject(s)))]
                 for s in self.subjects]
-        return table(["Subject", "Titles" if self.variant != 3 else "Holdings"], rows)
+        return table(["Subject", "Holdings" if self.look.subjects == "holdings" else "Titles"], rows)
 
     # -- routes --------------------------------------------------------------------
     def route(self, method: str, path: str):
@@ -241,7 +268,7 @@ class ReferenceSite(Site):
         if method != "GET":
             raise NotFound(path)
         fixed = {(): self.home, ("search",): self.search, ("subjects",): self.subject_index, ("authors",): self.author_index}
-        if self.variant == 3:
+        if self.look.advanced_search:
             fixed[("advanced",)] = self.advanced
         if tuple(parts) in fixed:
             return fixed[tuple(parts)], ()
@@ -253,14 +280,15 @@ class ReferenceSite(Site):
 
     def home(self, request: Request) -> Response:
         body = f"<h1>{esc(self.brand)}</h1>"
-        if self.variant == 1:
+        if self.look.subjects == "menu":  # no subject links here: the menu has them
             letters = sorted({b.filing_title[0] for b in self.books})
             newest = sorted(self.books, key=lambda b: (-b.year, b.filing_title))[:5]
-            body += ("<p>Search the catalogue above, pick a subject, or browse titles A-Z.</p><h2>Titles A-Z</h2><p>"
+            body += (f"<p>Search the catalogue {menu_position(self.look.frame)}, pick a subject, or browse titles A-Z.</p>"
+                     "<h2>Titles A-Z</h2><p>"
                      + " ".join(link(ch, self.href(f"/letter/{ch}"), f"letter:{ch}") for ch in letters)
                      + "</p><h2>Recently published</h2><ul>"
                      + "".join(f"<li>{self._record_link(b)} ({b.year})</li>" for b in newest) + "</ul>")
-        elif self.variant == 2:
+        elif self.look.subjects == "index":
             body += f"<p>{len(self.books)} books in {len(self.subjects)} subjects. Browse by subject:</p>" + self._subject_links()
         else:
             body += ("<p>Keyword search covers titles and authors; advanced search lets you combine title, "
@@ -335,7 +363,7 @@ class ReferenceSite(Site):
         author_link = link(b.author, self.href(f"/author/{content.slug(b.author)}"), f"author:{content.slug(b.author)}")
         subject_link = link(b.subject, self.href(f"/subject/{content.slug(b.subject)}"))  # no oid: the nav has one
         status = "On loan" if b.on_loan else "Available"
-        if self.variant == 3:  # imprint line and a separate holdings table, as research libraries show them
+        if self.look.record == "imprint":  # imprint line and a separate holdings table, as research libraries show them
             rows = [[w.record_id, esc(b.record_id)], [w.author, author_link],
                     ["Published", esc(f"{b.city}: {b.publisher}, {b.year}")], [w.pages, f"{b.pages} p."],
                     ["Subject heading", subject_link], ["ISBN", esc(b.isbn)]]
@@ -346,7 +374,7 @@ class ReferenceSite(Site):
                     ("Publisher", f"{esc(b.publisher)} ({esc(b.city)})"), (w.pages, f"{b.pages} pages"),
                     ("Subject", subject_link), ("ISBN", esc(b.isbn)), (w.call_number, esc(b.call_number)),
                     ("Location", esc(b.location)), ("Status", status)]
-            if self.variant == 1:
+            if self.look.record == "table":
                 details = table(["Field", "Value"], [list(r) for r in rows])
             else:
                 details = "<dl>" + "".join(f"<dt><b>{esc(k)}</b></dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
@@ -370,7 +398,7 @@ class ReferenceSite(Site):
                 click(f"record:{b.record_id}", f'Open the record of "{b.title}".', subtask)]
 
     def _open_subject(self, subject: str, subtask: str) -> list[dict]:
-        moves = [] if self.variant == 1 else [click("subjects", f"Open {self.words.subjects.lower()}.", subtask)]
+        moves = [] if self.look.subjects == "menu" else [click("subjects", f"Open {self.words.subjects.lower()}.", subtask)]
         return moves + [click(f"subject:{content.slug(subject)}", f'Open the subject "{subject}".', subtask)]
 
     def _open_author(self, author: str, subtask: str) -> list[dict]:

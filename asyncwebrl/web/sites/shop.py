@@ -1,9 +1,11 @@
 """An online shop: categories with pagination, search, product pages, a cart.
 
-Variants: 1 lists products in a table (8 per page, by name) with categories in the top
-bar; 2 lists them as a descriptive list (6 per page, by price) with categories in the
-sidebar; 3 (test) hides categories behind a "Departments" page and shows a compact table
-(10 per page, by code), with its own wording ("Item no.", "Add to basket").
+Layouts (LAYOUT; a training site mixes those of variants 1 and 2 aspect by aspect): 1
+lists products in a table (8 per page, by name) with categories in the top bar; 2 lists
+them as a descriptive list (6 per page, by price) with categories in the sidebar; 3
+(test) hides categories behind a "Departments" page, shows a compact table (10 per page,
+by code) and puts the specifications before the price, with its own wording ("Item
+no.", "Add to basket").
 """
 
 from __future__ import annotations
@@ -79,7 +81,26 @@ WORDING = {
     2: Wording("SKU", "Our price", "Add to cart", "Your cart", "cart", "Find a product", "Go", ("< Back", "More >"), "Qty"),
     3: Wording("Item no.", "Cost", "Add to basket", "Basket", "basket", "Search catalogue", "Find", ("Prev", "Next page"), "Amount"),
 }
-PAGE_SIZE = {1: 8, 2: 6, 3: 10}
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """The aspects a training site draws one by one from variant 1 or 2 (Site.layout)."""
+
+    frame: str  # html.FRAMES: where the menu and search sit, colours, fonts
+    order: str  # listings sorted by "name" | "price" | "code"
+    page_size: int  # products per listing page
+    listing: str  # "table" (name, price, rating) | "list" (descriptive) | "coded table" (code first)
+    departments_page: bool  # categories behind a "Departments" page rather than in the menu
+    specs_first: bool  # a product page shows its specifications before the price and buy form
+
+
+LAYOUT = {
+    1: Layout("topbar", "name", 8, "table", departments_page=False, specs_first=False),
+    2: Layout("sidebar", "price", 6, "list", departments_page=False, specs_first=False),
+    3: Layout("compact-right", "code", 10, "coded table", departments_page=True, specs_first=True),
+}
+SORT_KEYS = {"name": lambda p: p.name, "price": lambda p: (p.price_cents, p.name), "code": lambda p: p.code}
 
 
 class ShopSite(Site):
@@ -92,7 +113,8 @@ class ShopSite(Site):
         rng = self.rng
         self.brand = f"{rng.choice(content.ADJECTIVES)} {rng.choice(SHOP_NAMES)}"
         self.words = self.wording(WORDING)
-        self.page_size = PAGE_SIZE[variant]
+        self.look = self.layout(LAYOUT)
+        self.page_size = self.look.page_size
         used_codes: set[str] = set()
         used_names: set[str] = set()
         self.categories = sorted(rng.sample(list(CATEGORIES), 6))
@@ -122,8 +144,7 @@ class ShopSite(Site):
 
     # -- presentation --------------------------------------------------------------
     def listing_order(self, products: list[Product]) -> list[Product]:
-        key = {1: lambda p: p.name, 2: lambda p: (p.price_cents, p.name), 3: lambda p: p.code}[self.variant]
-        return sorted(products, key=key)
+        return sorted(products, key=SORT_KEYS[self.look.order])
 
     def in_category(self, category: str) -> list[Product]:
         return self.listing_order([p for p in self.products if p.category == category])
@@ -132,14 +153,14 @@ class ShopSite(Site):
         return products.index(product) // self.page_size + 1
 
     def _page(self, title: str, body: str, query: str = "") -> str:
-        if self.variant == 3:
+        if self.look.departments_page:
             nav = [("Departments", self.href("/departments"), "departments"), (self.words.cart, self.href("/cart"), "cart")]
         else:
             nav = [(c, self.href(f"/c/{content.slug(c)}"), f"cat:{content.slug(c)}") for c in self.categories]
             nav.append((self.words.cart, self.href("/cart"), "cart"))
         search = SearchBox(self.href("/search"), self.words.search, self.words.search_button, query)
         return render_page(
-            self.variant, brand=self.brand, home_href=self.href("/"), title=title, nav=nav, body=body,
+            self.look.frame, brand=self.brand, home_href=self.href("/"), title=title, nav=nav, body=body,
             search=search, footer=f"{self.brand} - prices include VAT - free returns within 30 days",
         )
 
@@ -148,7 +169,7 @@ class ShopSite(Site):
         page = min(max(page, 1), pages)
         shown = products[(page - 1) * self.page_size : page * self.page_size]
         w = self.words
-        if self.variant == 2:
+        if self.look.listing == "list":
             items = "".join(
                 f"<li style='margin-bottom:14px'>{link(p.name, self.href(f'/p/{p.code}'), f'product:{p.code}')}"
                 f"<br>{esc(w.price)}: <b>{esc(p.price)}</b> &middot; {esc(p.color)} &middot; rated {esc(p.rating)}</li>"
@@ -156,10 +177,11 @@ class ShopSite(Site):
             )
             listing = f"<ul>{items}</ul>"
         else:
-            headers = ["Product", w.price, "Rating"] if self.variant == 1 else [w.code, "Product", w.price]
+            plain = self.look.listing == "table"
+            headers = ["Product", w.price, "Rating"] if plain else [w.code, "Product", w.price]
             rows = [
                 [link(p.name, self.href(f"/p/{p.code}"), f"product:{p.code}"), esc(p.price), esc(p.rating)]
-                if self.variant == 1
+                if plain
                 else [esc(p.code), link(p.name, self.href(f"/p/{p.code}"), f"product:{p.code}"), esc(p.price)]
                 for p in shown
             ]
@@ -179,7 +201,7 @@ class ShopSite(Site):
             return self.search, ()
         if parts == ["cart"]:
             return self.cart, ()
-        if parts == ["departments"] and self.variant == 3:
+        if parts == ["departments"] and self.look.departments_page:
             return self.departments, ()
         if len(parts) == 2 and parts[0] == "c":
             return self.category, (parts[1],)
@@ -240,7 +262,7 @@ class ShopSite(Site):
         price = f"<p style='font-size:22px'>{esc(w.price)}: <b>{esc(p.price)}</b></p>"
         crumbs = link(p.category, self.href(f"/c/{content.slug(p.category)}"), "breadcrumb")
         parts = [f"<p>{crumbs}</p><h1>{esc(p.name)}</h1>", price, buy, "<h2>Details</h2>", specs]
-        if self.variant == 3:  # the test layout puts the specs before the price
+        if self.look.specs_first:
             parts = [parts[0], parts[4], parts[1], parts[2]]
         return Response(self._page(p.name, "".join(parts)))
 
