@@ -26,9 +26,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def make_config(response_format: str):
-    from configs.default import get_config
+    from configs.default import bare
 
-    config = get_config()
+    config = bare()   # the bare system's settings, as these rows were measured with
     config.browser.driver, config.agent.observation = "http", "text"
     config.agent.response_format = response_format
     config.browser.pages = 32   # episodes interleaved on the event loop (each step is ~ms of this thread)
