@@ -20,14 +20,19 @@ if [ $# -lt 2 ] || ! [[ $1 =~ ^[1-9][0-9]*$ ]]; then
 fi
 count=$1 workdir=$2
 shift 2
+# absl reads --config=FILE before any --config.key override: move a passed one to the front
+config_file=() overrides=()
+for flag in "$@"; do
+  if [[ $flag == --config=* ]]; then config_file=("$flag"); else overrides+=("$flag"); fi
+done
 PYTHON=${PYTHON:-.venv/bin/python}
 PORT=${PORT:-$(free_port)}
 
 [ "${DRY_RUN:-0}" = 1 ] || mkdir -p "$workdir"
 for ((i = 0; i < count; i++)); do
   command=(env "JAX_COORDINATOR_ADDRESS=127.0.0.1:$PORT" "JAX_NUM_PROCESSES=$count" "JAX_PROCESS_ID=$i"
-           "$PYTHON" main.py "--workdir=$workdir" "--config.rl.groups_per_batch=$count"
-           "--config.train.fingerprint=True" "$@")
+           "$PYTHON" main.py "--workdir=$workdir" "${config_file[@]}" "--config.rl.groups_per_batch=$count"
+           "--config.train.fingerprint=True" "${overrides[@]}")
   if [ "${DRY_RUN:-0}" = 1 ]; then
     printf '%q ' "${command[@]}"
     echo
