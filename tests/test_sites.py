@@ -93,8 +93,8 @@ def test_shop_pagination_and_listing_order():
         first, second = get(web, path)[1].decode(), get(web, path + "?page=2")[1].decode()
         listed = site.in_category(category)
         assert listed[0].name in first and listed[0].name not in second
-        assert listed[site.page_size].name in second and 'data-oid="next"' in first
-        assert site.page_of(listed, listed[site.page_size]) == 2
+        assert listed[site.look.page_size].name in second and 'data-oid="next"' in first
+        assert site.page_of(listed, listed[site.look.page_size]) == 2
 
 
 def test_shop_cart_validates_quantity_and_keeps_lines_per_episode():

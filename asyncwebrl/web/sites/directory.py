@@ -148,7 +148,6 @@ class DirectorySite(Site):
         rng = self.rng
         self.words = self.wording(WORDING)
         self.look = self.layout(LAYOUT)  # before the content: departments list their people in its order
-        self.page_size = self.look.page_size
         self.org_type = rng.choice(sorted(ORG_TYPES))
         unit_names, (head_title,), single_roles, common_roles = (part.split("|") for part in ORG_TYPES[self.org_type])
         adjective, city = rng.choice(content.ADJECTIVES), rng.choice(content.CITIES)
@@ -222,9 +221,9 @@ class DirectorySite(Site):
         return link(p.name, self.href(f"/people/{p.slug}"), oid or f"person:{p.slug}")
 
     def _listing(self, people: list[Person], page: int, href_of_page, show_unit: bool) -> str:
-        pages = max(1, -(-len(people) // self.page_size))
+        pages = max(1, -(-len(people) // self.look.page_size))
         page = min(max(page, 1), pages)
-        shown = people[(page - 1) * self.page_size : page * self.page_size]
+        shown = people[(page - 1) * self.look.page_size : page * self.look.page_size]
         w = self.words
         if self.look.listing == "names":
             items = "".join(f"<li style='margin-bottom:8px'>{self._person_link(p)} &ndash; {esc(p.title)}"
@@ -375,7 +374,7 @@ class DirectorySite(Site):
         plan.append(click(f"dept:{d.slug}", f'Open the "{d.name}" department.', subtask))
 
     def _next_pages(self, plan: list[dict], people: list[Person], p: Person, subtask: str) -> None:
-        for _ in range(people.index(p) // self.page_size):
+        for _ in range(people.index(p) // self.look.page_size):
             plan.append(click("next", "Go to the next page of the list.", subtask))
 
     def _reach(self, plan: list[dict], p: Person, attrs: list[str], subtask: str) -> None:
@@ -448,11 +447,11 @@ class DirectorySite(Site):
         d = rng.choice([d for d in self.departments if len(d.people) >= 7])
         plan, subtask = [], f"list_{d.key}_staff"
         self._go_to_department(plan, d, subtask)
-        for start in range(0, len(d.people), self.page_size):
+        for start in range(0, len(d.people), self.look.page_size):
             if start:
                 plan.append(click("next", "Go to the next page of the list.", subtask))
-            names_here = "; ".join(p.name for p in d.people[start : start + self.page_size])
-            plan.append(note({f"{d.key}_staff_page_{start // self.page_size + 1}": names_here}, subtask))
+            names_here = "; ".join(p.name for p in d.people[start : start + self.look.page_size])
+            plan.append(note({f"{d.key}_staff_page_{start // self.look.page_size + 1}": names_here}, subtask))
         plan.append(answer(f"The {len(d.people)} people in {d.name}: " + "; ".join(p.name for p in d.people)))
         instruction = (f"In the {self.org} staff directory, list the names of all {len(d.people)} people "
                        f"in the department {d.name}, including its head.")

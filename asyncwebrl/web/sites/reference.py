@@ -165,7 +165,6 @@ class ReferenceSite(Site):
         self.brand = {1: f"Library of {town}", 2: f"{town} Public Library", 3: f"{town} University Library"}[variant]
         self.words = self.wording(WORDING)
         self.look = self.layout(LAYOUT)
-        self.page_size = self.look.page_size
         self.subjects = sorted(rng.sample(list(SUBJECTS), 7))
         publishers = rng.sample(PUBLISHERS, 8)
         # No text value may contain another (after normalising), so a right title, name or
@@ -242,9 +241,9 @@ class ReferenceSite(Site):
         return link(b.title, self.href(f"/record/{b.record_id}"), f"record:{b.record_id}")
 
     def _listing(self, books: list[Book], page: int, href_of_page) -> str:
-        pages = max(1, -(-len(books) // self.page_size))
+        pages = max(1, -(-len(books) // self.look.page_size))
         page = min(max(page, 1), pages)
-        shown = books[(page - 1) * self.page_size : page * self.page_size]
+        shown = books[(page - 1) * self.look.page_size : page * self.look.page_size]
         w = self.words
         if self.look.listing == "table":
             listing = table(["Title", w.author, w.year], [[self._record_link(b), esc(b.author), str(b.year)] for b in shown])
@@ -476,14 +475,14 @@ class ReferenceSite(Site):
         moves_to_open = len(self._open_subject(self.subjects[0], ""))
         subject = rng.choice([s for s in self.subjects if len(years[s]) >= 2 and years[s][0] < years[s][1]  # one answer
                               # open, next page by page, answer: within the easy budget (3 facts)
-                              and moves_to_open + -(-len(years[s]) // self.page_size) <= MOVE_LIMIT["easy"]])
+                              and moves_to_open + -(-len(years[s]) // self.look.page_size) <= MOVE_LIMIT["easy"]])
         books = self.in_subject(subject)
         oldest = min(books, key=lambda b: b.year)
-        stem, pages = _key(subject), -(-len(books) // self.page_size)
+        stem, pages = _key(subject), -(-len(books) // self.look.page_size)
 
         plan = self._open_subject(subject, f"browse_{stem}")
         for page in range(1, pages + 1):
-            shown = books[(page - 1) * self.page_size : page * self.page_size]
+            shown = books[(page - 1) * self.look.page_size : page * self.look.page_size]
             first = min(shown, key=lambda b: b.year)
             plan.append(note({f"{stem}_page{page}_earliest": f"{first.title} ({first.author}, {first.year})"}, f"browse_{stem}"))
             if page < pages:

@@ -114,7 +114,6 @@ class ShopSite(Site):
         self.brand = f"{rng.choice(content.ADJECTIVES)} {rng.choice(SHOP_NAMES)}"
         self.words = self.wording(WORDING)
         self.look = self.layout(LAYOUT)
-        self.page_size = self.look.page_size
         used_codes: set[str] = set()
         used_names: set[str] = set()
         self.categories = sorted(rng.sample(list(CATEGORIES), 6))
@@ -150,7 +149,7 @@ class ShopSite(Site):
         return self.listing_order([p for p in self.products if p.category == category])
 
     def page_of(self, products: list[Product], product: Product) -> int:
-        return products.index(product) // self.page_size + 1
+        return products.index(product) // self.look.page_size + 1
 
     def _page(self, title: str, body: str, query: str = "") -> str:
         if self.look.departments_page:
@@ -165,9 +164,9 @@ class ShopSite(Site):
         )
 
     def _listing(self, products: list[Product], page: int, href_of_page) -> str:
-        pages = max(1, -(-len(products) // self.page_size))
+        pages = max(1, -(-len(products) // self.look.page_size))
         page = min(max(page, 1), pages)
-        shown = products[(page - 1) * self.page_size : page * self.page_size]
+        shown = products[(page - 1) * self.look.page_size : page * self.look.page_size]
         w = self.words
         if self.look.listing == "list":
             items = "".join(
