@@ -252,6 +252,25 @@ def test_requests_that_cannot_fit_fail_clearly(pair):
     assert response.finish_reason == "context" and len(response.tokens) == 32 - 28 + 1
 
 
+def test_cancelled_requests_never_stop_the_engine(pair):
+    """An episode that gives up cancels its request's future: queued, the request is dropped;
+    in flight, it can no longer be cancelled and finishes. Either way the engine serves on
+    (a cancelled future once made the engine's thread die on set_result)."""
+    _, model = pair
+    settings = EngineSettings(slots=1, capacity=64, prompt_buckets=(16,), max_images=0)
+    with Engine(model, settings) as engine:
+        running = engine.submit(Request(input_ids=np.arange(1, 9), max_new_tokens=40))
+        queued = engine.submit(Request(input_ids=np.arange(1, 9), max_new_tokens=40))
+        assert queued.cancel()                      # still waiting for the one slot
+        deadline = time.monotonic() + 60
+        while not (running.running() or running.done()) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert not running.cancel()                 # admitted: no longer cancellable
+        assert len(running.result(timeout=60).tokens) == 40
+        after = engine.submit(Request(input_ids=np.arange(1, 9), max_new_tokens=3)).result(timeout=60)
+    assert len(after.tokens) == 3 and engine.stats["cancelled"] == 1
+
+
 def test_sampling_rules():
     logits = jnp.log(jnp.array([[0.5, 0.3, 0.15, 0.05]]))
     key = jax.random.key(0)

@@ -257,8 +257,14 @@ class Engine:
                     self.stats["swaps"] += 1
                 admitted = []
                 while self._queue and None in self._slots:
+                    slot = self._queue.popleft()
+                    # a request cancelled while queued (its episode gave up) is dropped; once
+                    # running, its future can no longer be cancelled, so finishing it cannot fail
+                    if not slot.future.set_running_or_notify_cancel():
+                        self.stats["cancelled"] += 1
+                        continue
                     index = self._slots.index(None)
-                    self._slots[index] = self._queue.popleft()
+                    self._slots[index] = slot
                     admitted.append(index)
             try:
                 for index in admitted:
