@@ -63,10 +63,12 @@ def make_policy(config, web: LocalWeb, store: ScreenshotStore):
 
 def load_split(config, split: str, workdir: str | None):
     """The split's tasks; a source may record them under workdir (local: workdir/tasks), unless workdir is None."""
-    if split not in ("train", "test"):
-        raise app.UsageError(f"split must be train or test, got {split!r}")
+    source = environment_class(config.tasks.source)
+    if split not in source.splits:
+        raise app.UsageError(f"eval.split: tasks.source={config.tasks.source} has the splits {source.splits}, "
+                             f"not {split!r}")
     try:
-        return environment_class(config.tasks.source).tasks(config, split, workdir)
+        return source.tasks(config, split, workdir)
     except MissingSetting as error:
         raise app.UsageError(str(error)) from None
 
@@ -107,12 +109,12 @@ def evaluate(config, workdir: str) -> dict:
 
 def train(config, workdir: str, leader: bool) -> None:
     """Warm start on oracle demonstrations, then asynchronous RL, evaluated before and after
-    on the held-out test sites (asyncwebrl/runtime/training.py)."""
+    on the held-out sites of eval.split (asyncwebrl/runtime/training.py)."""
     from asyncwebrl.runtime.training import train as train_run  # JAX loads only when training
 
     record = workdir if leader else None   # process 0 writes the task lists
     train_tasks = load_split(config, "train", record)
-    test_tasks = evaluation_tasks(config, "test", record)
+    test_tasks = evaluation_tasks(config, config.eval.split, record)
     train_run(config, workdir, train_tasks, test_tasks)
 
 

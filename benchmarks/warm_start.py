@@ -44,9 +44,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
+# training-layout sites from this seed up are the `unseen` split's: only ever measured on
+from asyncwebrl.web.tasks import UNSEEN_SEED_OFFSET  # noqa: E402
+
 ACTIONS = ("left_click", "type", "answer")
 SITES_PER_CHUNK = 8  # one seed: every kind and training variant
-PROBE_SEEDS = 1_000_000  # training-layout sites from this seed up are only ever measured on
 
 
 def make_config(args):
@@ -86,8 +88,8 @@ def produce(index: int, workers: int, rows_out, stop, args) -> None:
     store, rng = ScreenshotStore(), random.Random(f"warm-start:{args.seed}:{index}")
     seed, parent = args.first_seed + index, os.getppid()
     while not stop.is_set() and os.getppid() == parent:   # (a trainer killed outright leaves no one to stop us)
-        if seed >= PROBE_SEEDS:
-            raise RuntimeError(f"seed {seed} reaches the probe's sites (seeds from {PROBE_SEEDS})")
+        if seed >= UNSEEN_SEED_OFFSET:
+            raise RuntimeError(f"seed {seed} reaches the unseen split's sites (seeds from {UNSEEN_SEED_OFFSET})")
         sites = training_site_ids(SITES_PER_CHUNK, seed)
         tasks = [t for site in sites for t in site_tasks(site, args.tasks_per_site, rng)]
         # a LocalWeb per chunk: it keeps every site it has served, and these are never seen again
@@ -110,7 +112,7 @@ def fits(row: tuple[np.ndarray, np.ndarray], row_length: int) -> bool:
 def probe_rows(config, processor, count: int, layouts: str):
     """Step rows of the oracle for measuring, never for training: on held-out (test) sites
     (layouts="test": variant 3, a layout training never shows), or on unseen sites of the
-    training layouts (layouts="train": seeds from PROBE_SEEDS, beyond any worker's reach).
+    training layouts (layouts="train": the `unseen` split's seeds, beyond any worker's reach).
     The gap between the two is what the model learned of the layouts rather than the task."""
     from asyncwebrl.rollout.screenshots import ScreenshotStore
     from asyncwebrl.runtime.demonstrations import demonstrate, site_tasks, training_site_ids
@@ -121,7 +123,7 @@ def probe_rows(config, processor, count: int, layouts: str):
     if layouts == "test":
         tasks, phase = rng.sample(generate_tasks("test", 6), 120), "test"
     else:
-        tasks, phase = [t for site in training_site_ids(32, PROBE_SEEDS) for t in site_tasks(site, 4, rng)], "train"
+        tasks, phase = [t for site in training_site_ids(32, UNSEEN_SEED_OFFSET) for t in site_tasks(site, 4, rng)], "train"
     trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore(), tasks, phase=phase, progress=None)
     rows = [r for r in solved_rows(trajectories) if fits(r, config.learner.row_length)]
     return random.Random(1).sample(rows, min(count, len(rows)))

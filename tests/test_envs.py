@@ -21,6 +21,7 @@ class ToyEnvironment:
     """A source of numbered tasks on one made-up site."""
 
     oracle = False
+    splits = ("train", "test")
     runs_browser_free = False
     by_family = False
     scripted_policy = None
@@ -70,6 +71,15 @@ def test_a_source_without_oracle_plans_refuses_the_oracle_and_the_http_driver(to
     toy_config.browser.driver = "http"
     with pytest.raises(ValueError, match="browser.driver=http runs the local web only"):
         make_environment(toy_config, LocalWeb(), ScreenshotStore())
+
+
+def test_a_split_the_source_does_not_have_is_a_usage_error(toy_config):
+    import main
+    from absl import app
+
+    with pytest.raises(app.UsageError, match=r"eval.split: tasks.source=toy has the splits \('train', 'test'\), "
+                                             r"not 'unseen'"):
+        main.evaluation_tasks(toy_config, "unseen", None)
 
 
 def test_an_unknown_task_source_is_refused_naming_the_choices():

@@ -10,7 +10,7 @@ import pytest
 
 from asyncwebrl.web.server import LOGICAL_ORIGIN, LocalWeb
 from asyncwebrl.web.sites import KINDS, make_site
-from asyncwebrl.web.tasks import generate_tasks, read_jsonl, select_balanced, write_jsonl
+from asyncwebrl.web.tasks import UNSEEN_SEED_OFFSET, generate_tasks, read_jsonl, select_balanced, write_jsonl
 from asyncwebrl.web.walker import solve_and_judge
 
 WEBGYM_FIELDS = {"task_id", "task_name", "website", "domain", "subdomain", "benchmark_name", "difficulty",
@@ -49,6 +49,20 @@ def test_no_test_site_variant_or_content_in_training(train_tasks, test_tasks):
     assert not train_sites & test_sites
     # Every kind is in both splits.
     assert {s.split("-")[0] for s in train_sites} == {s.split("-")[0] for s in test_sites} == set(KINDS)
+
+
+def test_unseen_sites_have_the_training_layouts_and_no_site_training_ever_uses(train_tasks, test_tasks):
+    """The unseen split: training variants (layouts mixed from the same options), seeds from
+    UNSEEN_SEED_OFFSET, so neither RL's training sites nor the warm start's fresh ones
+    (benchmarks/warm_start.py stops below it) nor a test site is among them."""
+    unseen = generate_tasks("unseen", 6)
+    sites = {t.local["site"] for t in unseen}
+    assert len(sites) == len(KINDS) * 2 * 6 and {t.local["split"] for t in unseen} == {"train"}
+    assert all(int(site.rsplit("-s", 1)[1]) >= UNSEEN_SEED_OFFSET for site in sites)
+    assert not sites & {t.local["site"] for t in train_tasks + test_tasks}
+    assert {t.level for t in select_balanced(unseen, 60)} == {"easy", "medium", "hard"}
+    with pytest.raises(ValueError, match="unknown split 'validation'"):
+        generate_tasks("validation", 1)
 
 
 def test_difficulty_is_the_number_of_facts_and_all_levels_exist(train_tasks, test_tasks):

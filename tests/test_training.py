@@ -47,6 +47,10 @@ def test_short_asynchronous_run_keeps_staleness_within_eta(short_run_process, tm
                      "steps_per_episode", "trajectories_per_hour", "sampler_busy", "learner_busy",
                      "memory_generic_key_share", "memory_key_persistence", "response_tokens_per_step"):
             assert name in record, name
+        # every episode finished since the previous update, trained on or not: null when none
+        # finished in between (the update trained on groups that were already waiting)
+        assert record["collected_success_rate"] is None or 0 <= record["collected_success_rate"] <= 1
+    assert records[0]["collected_success_rate"] is not None   # the first update's groups finished before it
     assert records[-1]["episodes"] >= 8
     assert checkpoint_steps(workdir)[-1] == 4
     assert os.listdir(os.path.join(workdir, "events"))                 # TensorBoard events

@@ -63,16 +63,21 @@ def plot_training(records: list[dict], before: dict | None, after: dict | None, 
     figure, axes = plt.subplots(2, 2, figsize=(11, 7.5), constrained_layout=True)
     (success, held_out), (steps, tokens) = axes
 
-    updates, rates = _series(records, "success_rate")
-    success.plot(updates, rates, "o", color="#2f6fb0", alpha=0.35, markersize=4, label="per update")
-    if rates:
-        success.plot(updates, _running_mean(rates, RUNNING_MEAN), color="#2f6fb0",
-                     label=f"running mean ({RUNNING_MEAN})")
+    # all episodes collected (the policy's success), and the groups trained on (near 0.5 under
+    # dynamic sampling, which keeps only groups with mixed outcomes)
+    for key, colour, name in (("collected_success_rate", "#2f6fb0", "all episodes"),
+                              ("success_rate", "#9aa5b1", "trained groups")):
+        updates, rates = _series(records, key)
+        if rates:
+            success.plot(updates, rates, "o", color=colour, alpha=0.35, markersize=4)
+            success.plot(updates, _running_mean(rates, RUNNING_MEAN), color=colour,
+                         label=f"{name} (running mean of {RUNNING_MEAN})")
+    if success.get_legend_handles_labels()[0]:
         success.legend(loc="upper left", fontsize=8)
     else:
         success.text(0.5, 0.5, "no updates", transform=success.transAxes, ha="center")
     success.set_ylim(-0.02, 1.02)
-    success.set_title("Training success (episodes each update trained on)")
+    success.set_title("Training success at the sampling temperature")
     success.set_ylabel("success rate")
 
     _held_out(held_out, before, after)

@@ -41,6 +41,7 @@ class Environment(Protocol):
     any episode (which tasks, which policies); an instance serves the browser pool."""
 
     oracle: ClassVar[bool]             # its tasks carry oracle plans: the oracle policy and the warm start work
+    splits: ClassVar[tuple[str, ...]]  # the task splits it has ("train" first; eval.split picks one)
     runs_browser_free: ClassVar[bool]  # episodes may run on browser.driver=http (the instance then has `web`)
     by_family: ClassVar[bool]          # main.py's evaluation table adds a row per task family
     # a scripted policy of its own (--config.policy=scripted), or None
@@ -50,7 +51,7 @@ class Environment(Protocol):
 
     @staticmethod
     def tasks(config, split: str, workdir: str | None) -> list[Task]:
-        """The split's tasks ("train" or "test"); a source may record them under workdir."""
+        """The tasks of one of `splits`; a source may record them under workdir."""
 
     @staticmethod
     def evaluated(tasks: list[Task], count: int, seed: int) -> list[Task]:

@@ -16,7 +16,7 @@ from asyncwebrl.rollout.episode import EpisodeSite
 from asyncwebrl.rollout.sandbox import Sandbox, local_policy
 from asyncwebrl.web.evaluator import Judgement, judge_local_episode
 from asyncwebrl.web.server import EPISODE_COOKIE, LOGICAL_ORIGIN, LocalWeb
-from asyncwebrl.web.tasks import generate_tasks, select_balanced, write_jsonl
+from asyncwebrl.web.tasks import SPLITS, generate_tasks, select_balanced, write_jsonl
 
 
 class LocalEnvironment:
@@ -26,6 +26,7 @@ class LocalEnvironment:
     calls the sites in process under their logical origin: the server need not run."""
 
     oracle = True
+    splits = tuple(SPLITS)   # train, unseen (new sites, training layouts), test (unseen layouts)
     runs_browser_free = True
     by_family = False
     scripted_policy = None
@@ -37,7 +38,8 @@ class LocalEnvironment:
 
     @staticmethod
     def tasks(config, split: str, workdir: str | None) -> list[Task]:
-        """Generated on the split's sites; also written to workdir/tasks/<split>.jsonl."""
+        """Generated on the split's sites (asyncwebrl/web/tasks.py SPLITS); also written to
+        workdir/tasks/<split>.jsonl."""
         sites = config.tasks.train_sites_per_variant if split == "train" else config.tasks.test_sites_per_variant
         tasks = generate_tasks(split, sites)
         if workdir is not None:

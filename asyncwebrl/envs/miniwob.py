@@ -163,6 +163,7 @@ class MiniWobEnvironment:
     """MiniWoB++ pages on the local server; the page's reward globals are the judge."""
 
     oracle = False
+    splits = ("train", "test")  # disjoint seeds
     runs_browser_free = False   # the pages run their own JavaScript
     by_family = True            # one row per page
     scripted_policy = MiniWobScriptedPolicy

@@ -168,6 +168,7 @@ class WebGymEnvironment:
     judge is anything with `async judge(task, answer, screenshots)`, e.g. an LLMJudge."""
 
     oracle = False
+    splits = ("train", "test")  # tasks.path, tasks.test_path
     runs_browser_free = False
     by_family = False
     scripted_policy = None

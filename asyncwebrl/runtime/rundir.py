@@ -151,6 +151,10 @@ class FollowerDirectory(RunDirectory):
         pass
 
 
+def _rate(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 class Progress:
     """One status line per update: a live line on a terminal, plain lines in logs."""
 
@@ -160,7 +164,8 @@ class Progress:
 
     def show(self, record: dict) -> None:
         line = (f"[rl] update {record['update']}/{self.total}  v{record['version']}  "
-                f"episodes {record['episodes']}  success {record['success_rate']:.2f}  "
+                f"episodes {record['episodes']}  success {_rate(record.get('collected_success_rate'))} "
+                f"(trained {record['success_rate']:.2f})  "
                 f"{record['trajectories_per_hour']:.0f} traj/h  staleness {record['staleness_mean']:.2f}"
                 f"/{record['staleness_max']:.0f}  loss {record['loss']:+.4f}  {time.strftime('%H:%M:%S')}")
         end = "" if self.interactive and record["update"] < self.total else "\n"

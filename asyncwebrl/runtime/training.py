@@ -236,7 +236,9 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
     started, updates_at_start = time.monotonic(), runtime["updates"]
     episodes_at_start = sum(distributed.gather([counts.episodes]))
     progress = Progress(config.train.max_updates)
-    state = {"saved": runtime["updates"]}
+    # the counters at the previous update: every episode finished since then, kept or dropped
+    state = {"saved": runtime["updates"], "episodes": episodes_at_start,
+             "successes": sum(distributed.gather([counts.successes]))}
 
     def checkpoint(update: int) -> None:
         processes = distributed.gather([{"task_position": buffer.sampler.position,
@@ -253,9 +255,15 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
         snapshot = {name: sum(s[name] for _, s in reports) for name in reports[0][1] if name != "version"}
         steps = [(len(e["memories"]), e["success"]) for e in episodes]
         sampler_seconds = engine.busy_seconds()
+        finished = snapshot["episodes"] - state["episodes"]
         record = {
             "phase": "rl", "update": update, **learner_record(measured), "episodes": snapshot["episodes"],
+            # the trained groups' success: under dynamic sampling only groups with mixed outcomes
+            # are trained on, so it sits near 0.5 whatever the policy does
             "success_rate": float(np.mean([success for _, success in steps])),
+            # the policy's own success at the sampling temperature: every episode finished since
+            # the previous update, whether its group was trained on or dropped (null if none)
+            "collected_success_rate": (snapshot["successes"] - state["successes"]) / finished if finished else None,
             "steps_per_episode": float(np.mean([n for n, _ in steps])),
             "steps_per_success": _mean([n for n, success in steps if success]),
             "steps_per_failure": _mean([n for n, success in steps if not success]),
@@ -274,6 +282,7 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
             "memory_keys_per_step": drift["keys_per_step_mean"],
             "response_tokens_per_step": drift["response_tokens_per_step"],
         })
+        state["episodes"], state["successes"] = snapshot["episodes"], snapshot["successes"]
         run.log(record, update)
         run.log_episodes(episodes, update)
         run.save_trajectory(members[0], store, f"update_{update:06d}")

@@ -1,7 +1,10 @@
 """The local task set: generated from the local sites, written as WebGym-format JSONL.
 
-Training tasks come from site variants 1 and 2, test tasks from variant 3, and the two
-splits use different seeds as well: no test site (layout or content) appears in training.
+Three splits (SPLITS): `train` on site variants 1 and 2 (the sites RL trains on);
+`unseen` on the same variants' layouts but sites never seen in training (seeds from
+UNSEEN_SEED_OFFSET, beyond any warm start's reach), the analogue of the paper's held-out
+split, whose sites are new but drawn from the same web; and `test` on variant 3, whose
+layouts training never shows at all (seeds from TEST_SEED_OFFSET): a harder shift.
 """
 
 from __future__ import annotations
@@ -20,11 +23,16 @@ from asyncwebrl.web.sites import KINDS, site_class
 
 BENCHMARK_NAME = "asyncwebrl-local"
 TEST_SEED_OFFSET = 1000  # test sites use seeds 1000.. so they never share content with train sites
+# unseen sites: training variants, seeds from here up; the warm start's fresh sites stay below
+UNSEEN_SEED_OFFSET = 1_000_000
+SPLITS = {"train": (TRAIN_VARIANTS, 0), "unseen": (TRAIN_VARIANTS, UNSEEN_SEED_OFFSET),
+          "test": (TEST_VARIANTS, TEST_SEED_OFFSET)}   # split -> (site variants, first seed)
 
 
 def site_ids(split: str, sites_per_variant: int) -> list[str]:
-    variants = {"train": TRAIN_VARIANTS, "test": TEST_VARIANTS}[split]
-    offset = 0 if split == "train" else TEST_SEED_OFFSET
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; the local web has {sorted(SPLITS)}")
+    variants, offset = SPLITS[split]
     return [
         site_class(kind)(variant, offset + i).site_id
         for kind in KINDS
