@@ -23,6 +23,7 @@ holds all of them); metrics add the counters up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import random
@@ -231,90 +232,120 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
     """Asynchronous GRPO until config.train.max_updates; returns the updates done."""
     store = screenshot_store(config, "rl", host=jax.process_index())
     own = own_runtime(runtime)
-    counts = GroupCounts(**own["counts"])
     engine = make_engine(config, learner.model(), processor, config.rl.temperature, version=learner.version)
-    started, updates_at_start = time.monotonic(), runtime["updates"]
-    episodes_at_start = sum(distributed.gather([counts.episodes]))
-    progress = Progress(config.train.max_updates)
-    # the counters at the previous update: every episode finished since then, kept or dropped
-    state = {"saved": runtime["updates"], "episodes": episodes_at_start,
-             "successes": sum(distributed.gather([counts.successes]))}
-
-    def checkpoint(update: int) -> None:
-        processes = distributed.gather([{"task_position": buffer.sampler.position,
-                                         "counts": dataclasses.asdict(buffer.counts)}])
-        checkpoints.save(update, learner.state, {"updates": update, "processes": processes})
-        state["saved"] = update
-
-    def on_update(update: int, measured: dict, groups) -> None:
-        wall = time.monotonic() - started
-        members = [t for g in groups for t in g.members]
-        # every process's trained episodes and counters (the sampler and learner times are this one's)
-        reports = distributed.gather([([episode_record(t) for t in members], buffer.snapshot())])
-        episodes = [e for part, _ in reports for e in part]
-        snapshot = {name: sum(s[name] for _, s in reports) for name in reports[0][1] if name != "version"}
-        steps = [(len(e["memories"]), e["success"]) for e in episodes]
-        sampler_seconds = engine.busy_seconds()
-        finished = snapshot["episodes"] - state["episodes"]
-        record = {
-            "phase": "rl", "update": update, **learner_record(measured), "episodes": snapshot["episodes"],
-            # the trained groups' success: under dynamic sampling only groups with mixed outcomes
-            # are trained on, so it sits near 0.5 whatever the policy does
-            "success_rate": float(np.mean([success for _, success in steps])),
-            # the policy's own success at the sampling temperature: every episode finished since
-            # the previous update, whether its group was trained on or dropped (null if none)
-            "collected_success_rate": (snapshot["successes"] - state["successes"]) / finished if finished else None,
-            "steps_per_episode": float(np.mean([n for n, _ in steps])),
-            "steps_per_success": _mean([n for n, success in steps if success]),
-            "steps_per_failure": _mean([n for n, success in steps if not success]),
-            "trajectories_per_hour": 3600.0 * (snapshot["episodes"] - episodes_at_start) / max(wall, 1e-9),
-            "sampler_busy": min(1.0, sampler_seconds / max(wall, 1e-9)),
-            "learner_busy": min(1.0, orchestrator.busy["learner_seconds"] / max(wall, 1e-9)),
-            "admission_lead": snapshot["lead"],
-            "groups_dropped_uniform": snapshot["dropped_uniform"], "groups_dropped_too_few": snapshot["dropped_too_few"],
-            "groups_rejected_stale": snapshot["rejected_stale"], "episodes_crashed": snapshot["episodes_crashed"],
-            "screenshots_held": store.stats.entries, "wall_seconds": wall, "processes": len(reports),
-        }
-        drift = memory_drift_metrics(episodes)
-        record.update({
-            "memory_generic_key_share": drift["generic_key_share"], "memory_key_persistence": drift["key_persistence"],
-            "memory_adjacent_unchanged": drift["adjacent_unchanged"],
-            "memory_keys_per_step": drift["keys_per_step_mean"],
-            "response_tokens_per_step": drift["response_tokens_per_step"],
-        })
-        state["episodes"], state["successes"] = snapshot["episodes"], snapshot["successes"]
-        run.log(record, update)
-        run.log_episodes(episodes, update)
-        run.save_trajectory(members[0], store, f"update_{update:06d}")
-        if distributed.is_leader():
-            progress.show(record)
-        if update % config.train.checkpoint_every == 0 or update == config.train.max_updates:
-            checkpoint(update)
-
     orchestrator = make_orchestrator(
         config, learner=learner, engine=engine, policy=make_model_policy(config, engine, processor, store),
         environment=make_environment(config, web, store), store=store, processor=processor, tasks=train_tasks,
-        task_position=own["task_position"], counts=counts, on_update=on_update)
-    buffer = orchestrator.buffer
+        task_position=own["task_position"], counts=GroupCounts(**own["counts"]))
+    log = UpdateLog(config, run, checkpoints, orchestrator, updates_done=runtime["updates"])
+    orchestrator.on_update = log.after_update
 
+    with stop_on_signals(orchestrator), engine:
+        updates = orchestrator.run(updates_done=runtime["updates"])
+
+    log.close(updates)
+    return updates
+
+
+class UpdateLog:
+    """What each RL update leaves in the run directory: its metrics line (the learner's
+    measurements, the trained episodes' statistics, the collector's counters summed over
+    processes), the trained episodes, a sample trajectory, the progress line, and a
+    checkpoint every train.checkpoint_every updates and at the last."""
+
+    def __init__(self, config, run: RunDirectory, checkpoints: CheckpointStore, orchestrator: Orchestrator,
+                 updates_done: int):
+        self.config, self.run, self.checkpoints, self.orchestrator = config, run, checkpoints, orchestrator
+        self.progress = Progress(config.train.max_updates)
+        self.started = time.monotonic()
+        self.saved = updates_done                      # the update of the newest checkpoint
+        counts = orchestrator.buffer.counts
+        self.episodes_at_start = sum(distributed.gather([counts.episodes]))
+        # the counters at the previous update: every episode finished since then, kept or dropped
+        self.episodes, self.successes = self.episodes_at_start, sum(distributed.gather([counts.successes]))
+
+    def after_update(self, update: int, measured: dict, groups) -> None:
+        members = [t for g in groups for t in g.members]
+        # every process's trained episodes and counters (the sampler and learner times are this one's)
+        reports = distributed.gather([([episode_record(t) for t in members], self.orchestrator.buffer.snapshot())])
+        episodes = [e for part, _ in reports for e in part]
+        counters = {name: sum(s[name] for _, s in reports) for name in reports[0][1] if name != "version"}
+        record = {"phase": "rl", "update": update, **learner_record(measured),
+                  **self._collection(counters, processes=len(reports)), **trained_episode_stats(episodes)}
+        self.episodes, self.successes = counters["episodes"], counters["successes"]
+        self.run.log(record, update)
+        self.run.log_episodes(episodes, update)
+        self.run.save_trajectory(members[0], self.orchestrator.store, f"update_{update:06d}")
+        if distributed.is_leader():
+            self.progress.show(record)
+        if update % self.config.train.checkpoint_every == 0 or update == self.config.train.max_updates:
+            self.checkpoint(update)
+
+    def _collection(self, counters: dict, processes: int) -> dict:
+        """The collector's side since RL began: rates, busy shares, admission and drop counts."""
+        wall = time.monotonic() - self.started
+        finished = counters["episodes"] - self.episodes
+        return {
+            "episodes": counters["episodes"],
+            # the policy's own success at the sampling temperature: every episode finished since
+            # the previous update, whether its group was trained on or dropped (null if none)
+            "collected_success_rate": (counters["successes"] - self.successes) / finished if finished else None,
+            "trajectories_per_hour": 3600.0 * (counters["episodes"] - self.episodes_at_start) / max(wall, 1e-9),
+            "sampler_busy": min(1.0, self.orchestrator.engine.busy_seconds() / max(wall, 1e-9)),
+            "learner_busy": min(1.0, self.orchestrator.busy["learner_seconds"] / max(wall, 1e-9)),
+            "admission_lead": counters["lead"],
+            "groups_dropped_uniform": counters["dropped_uniform"], "groups_dropped_too_few": counters["dropped_too_few"],
+            "groups_rejected_stale": counters["rejected_stale"], "episodes_crashed": counters["episodes_crashed"],
+            "screenshots_held": self.orchestrator.store.stats.entries,
+            "screenshot_bytes_held": self.orchestrator.store.stats.bytes_held, "wall_seconds": wall, "processes": processes,
+        }
+
+    def checkpoint(self, update: int) -> None:
+        buffer = self.orchestrator.buffer
+        processes = distributed.gather([{"task_position": buffer.sampler.position,
+                                         "counts": dataclasses.asdict(buffer.counts)}])
+        self.checkpoints.save(update, self.orchestrator.learner.state, {"updates": update, "processes": processes})
+        self.saved = update
+
+    def close(self, updates: int) -> None:
+        if self.saved != updates:
+            self.checkpoint(updates)   # stopped between periodic checkpoints (SIGTERM)
+        self.checkpoints.wait()
+
+
+def trained_episode_stats(episodes: list[dict]) -> dict:
+    """The trained episodes' success, lengths and memory-drift metrics. Their success is the
+    trained groups': under dynamic sampling only groups with mixed outcomes are trained on."""
+    steps = [(len(e["memories"]), e["success"]) for e in episodes]
+    drift = memory_drift_metrics(episodes)
+    return {
+        "success_rate": float(np.mean([success for _, success in steps])),
+        "steps_per_episode": float(np.mean([n for n, _ in steps])),
+        "steps_per_success": _mean([n for n, success in steps if success]),
+        "steps_per_failure": _mean([n for n, success in steps if not success]),
+        "memory_generic_key_share": drift["generic_key_share"], "memory_key_persistence": drift["key_persistence"],
+        "memory_adjacent_unchanged": drift["adjacent_unchanged"], "memory_keys_per_step": drift["keys_per_step_mean"],
+        "response_tokens_per_step": drift["response_tokens_per_step"],
+    }
+
+
+@contextlib.contextmanager
+def stop_on_signals(orchestrator: Orchestrator):
+    """SIGTERM or Ctrl-C: finish the update in progress, then stop (a checkpoint follows);
+    a second Ctrl-C leaves at once (the last periodic checkpoint stays)."""
     def on_signal(signum, frame):
         if orchestrator.stopping and signum == signal.SIGINT:
-            raise KeyboardInterrupt   # a second Ctrl-C: leave now (the last periodic checkpoint stays)
+            raise KeyboardInterrupt
         print(f"\n{signal.Signals(signum).name}: finishing the update in progress, then saving a checkpoint",
               flush=True)
         orchestrator.stop()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        with engine:
-            updates = orchestrator.run(updates_done=updates_at_start)
+        yield
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
-    if state["saved"] != updates:
-        checkpoint(updates)   # stopped between periodic checkpoints (SIGTERM)
-    checkpoints.wait()
-    return updates
 
 
 # metrics.jsonl's names for the learner measurements whose own would be unclear among a record's
