@@ -195,8 +195,9 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None) 
         "trajectories_per_hour": _rounded(last.get("trajectories_per_hour"), 1),
         "staleness_mean": _rounded(np.mean([r["staleness_mean"] for r in records]), 2) if records else None,
         "staleness_max": max((r["staleness_max"] for r in records), default=None),
-        "steps_per_episode": _rounded(last.get("steps_per_episode"), 1),
-        "tokens_per_step": _rounded(last.get("tokens_per_step"), 1),
+        # over every update's trained episodes (the last update's alone is a handful of groups)
+        "steps_per_episode": _rounded(_over_updates(records, "steps_per_episode"), 1),
+        "tokens_per_step": _rounded(_over_updates(records, "tokens_per_step"), 1),
     }
     if distributed.is_leader():
         summary["plot"] = plot_training(records, before or None, after or None, run.file("training.png"))
@@ -397,6 +398,10 @@ def own_runtime(runtime: dict) -> dict:
 
 def _rounded(value, digits: int) -> float | None:
     return None if value is None else round(float(value), digits)
+
+
+def _over_updates(records: list[dict], key: str) -> float | None:
+    return _mean([r[key] for r in records if r.get(key) is not None])
 
 
 def _mean(values) -> float | None:

@@ -1,0 +1,273 @@
+"""Studies: every arm of an experiment for several seeds, each run a `main.py` of its own,
+then one report.
+
+    python -m asyncwebrl.studies run configs/studies/learning_rate.py --out runs/studies/lr --parallel 2
+    python -m asyncwebrl.studies report configs/studies/learning_rate.py --out runs/studies/lr
+
+A study is a Python file (configs/studies/) with four names: BASE, the config file every
+run starts from; FLAGS, config keys set for every run; ARMS, arm name -> the keys that make
+that arm; SEEDS, the seeds each arm runs. Run `arm`, seed `s` is
+`main.py --config=BASE --workdir=OUT/arm/seed<s> --config.seed=s --config.key=value ...`
+(FLAGS, then the arm's keys). `run` starts `--parallel` of them at a time, each logging to
+its workdir's `main.log`, and skips those already finished (a summary.json); one stopped
+halfway resumes from its checkpoint, as main.py does. `report` reads every finished run's
+summary.json, eval_before.json, eval.json and metrics.jsonl and writes OUT/report.md (a
+table per arm: held-out success before and after, pooled over seeds with a 95% interval,
+and each seed's change), OUT/report.json (the same, for notebooks) and OUT/report.png
+(the policy's success over updates, and held-out success before and after, by arm).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+
+from asyncwebrl.runtime.evaluate import wilson_interval
+from asyncwebrl.runtime.rundir import read_metrics
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+    name: str
+    base: str                 # the config file every run starts from
+    flags: dict               # config key -> value, for every run
+    arms: dict                # arm -> {config key: value}
+    seeds: tuple
+
+
+def load_study(path: str) -> Study:
+    """The study file's BASE, FLAGS, ARMS and SEEDS, checked (a ValueError names the field)."""
+    spec = importlib.util.spec_from_file_location("study", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    missing = [name for name in ("BASE", "FLAGS", "ARMS", "SEEDS") if not hasattr(module, name)]
+    if missing:
+        raise ValueError(f"{path}: a study defines BASE, FLAGS, ARMS and SEEDS; missing {missing}")
+    if not os.path.exists(os.path.join(ROOT, module.BASE.split(":")[0])):
+        raise ValueError(f"{path}: BASE {module.BASE!r} is not a config file of the repository")
+    if not module.ARMS or not all(isinstance(keys, dict) for keys in module.ARMS.values()):
+        raise ValueError(f"{path}: ARMS must map each arm's name to a dict of config keys")
+    if not module.SEEDS:
+        raise ValueError(f"{path}: SEEDS is empty")
+    shared = set(module.FLAGS) & {key for keys in module.ARMS.values() for key in keys}
+    if shared:   # an arm's key would silently override a shared one, or be overridden
+        raise ValueError(f"{path}: keys in both FLAGS and an arm: {sorted(shared)}")
+    return Study(name=os.path.splitext(os.path.basename(path))[0], base=module.BASE, flags=dict(module.FLAGS),
+                 arms={arm: dict(keys) for arm, keys in module.ARMS.items()}, seeds=tuple(module.SEEDS))
+
+
+def flag_value(value) -> str:
+    """A config value as absl's --config.key= reads it back."""
+    if isinstance(value, tuple):
+        return "(" + ",".join(flag_value(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    return str(value)
+
+
+def workdir(out: str, arm: str, seed: int) -> str:
+    return os.path.join(out, arm, f"seed{seed}")
+
+
+def command(study: Study, arm: str, seed: int, out: str) -> list[str]:
+    keys = {**study.flags, **study.arms[arm], "seed": seed}
+    return [sys.executable, os.path.join(ROOT, "main.py"), f"--config={os.path.join(ROOT, study.base)}",
+            f"--workdir={workdir(out, arm, seed)}", *(f"--config.{key}={flag_value(v)}" for key, v in keys.items())]
+
+
+def finished(out: str, arm: str, seed: int) -> bool:
+    return os.path.exists(os.path.join(workdir(out, arm, seed), "summary.json"))
+
+
+def run(study: Study, out: str, parallel: int = 1) -> list[tuple[str, int, int]]:
+    """Every (arm, seed) not yet finished, `parallel` at a time; returns (arm, seed, exit code)."""
+    out = os.path.abspath(out)   # the runs start in the repository's root
+    pending = [(arm, seed) for arm in study.arms for seed in study.seeds if not finished(out, arm, seed)]
+    env = dict(os.environ)
+    if parallel > 1:   # JAX takes 75% of a GPU's memory per process by default: runs sharing one get a share each
+        env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{0.9 / parallel:.2f}")
+    print(f"[study] {study.name}: {len(pending)} of {len(study.arms) * len(study.seeds)} runs to go, "
+          f"{parallel} at a time", flush=True)
+    running, results = {}, []
+    while pending or running:
+        while pending and len(running) < parallel:
+            arm, seed = pending.pop(0)
+            os.makedirs(workdir(out, arm, seed), exist_ok=True)
+            log = open(os.path.join(workdir(out, arm, seed), "main.log"), "a")
+            process = subprocess.Popen(command(study, arm, seed, out), cwd=ROOT, env=env, stdout=log,
+                                       stderr=subprocess.STDOUT)
+            running[process] = (arm, seed, log, time.monotonic())
+        time.sleep(1.0)
+        for process in [p for p in running if p.poll() is not None]:
+            arm, seed, log, started = running.pop(process)
+            log.close()
+            results.append((arm, seed, process.returncode))
+            print(f"[study] {arm} seed {seed}: exit {process.returncode} after {time.monotonic() - started:.0f} s "
+                  f"({workdir(out, arm, seed)}/main.log)", flush=True)
+    return results
+
+
+# ---------------------------------------------------------------- the report
+
+def _read_json(path: str) -> dict | None:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def _successes(evaluation: dict | None) -> tuple[int, int] | None:
+    """(successes, scored episodes) of an eval.json (None if it has no scored episode)."""
+    if not evaluation or evaluation.get("success_rate") is None:
+        return None
+    return round(evaluation["success_rate"] * evaluation["episodes"]), evaluation["episodes"]
+
+
+def _pooled(counts: list[tuple[int, int]]) -> dict:
+    successes, episodes = sum(c for c, _ in counts), sum(n for _, n in counts)
+    if not episodes:
+        return {"success": None, "interval_95": None, "episodes": 0}
+    return {"success": successes / episodes, "interval_95": wilson_interval(successes, episodes), "episodes": episodes}
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def arm_report(out: str, arm: str, seeds) -> dict:
+    """One arm over its finished seeds: pooled held-out success before and after, each seed's
+    change, and the training curves averaged over seeds."""
+    runs = []
+    for seed in seeds:
+        directory = workdir(out, arm, seed)
+        summary = _read_json(os.path.join(directory, "summary.json"))
+        if summary is None:
+            continue
+        runs.append({"seed": seed, "summary": summary, "metrics": read_metrics(os.path.join(directory, "metrics.jsonl")),
+                     "before": _successes(_read_json(os.path.join(directory, "eval_before.json"))),
+                     "after": _successes(_read_json(os.path.join(directory, "eval.json")))})
+    changes = [r["summary"]["success_after"] - r["summary"]["success_before"] for r in runs
+               if r["summary"].get("success_after") is not None and r["summary"].get("success_before") is not None]
+    curves = {}
+    for r in runs:
+        for record in r["metrics"]:
+            if record.get("phase") == "rl" and record.get("collected_success_rate") is not None:
+                curves.setdefault(record["update"], []).append(record["collected_success_rate"])
+    rl = [record for r in runs for record in r["metrics"] if record.get("phase") == "rl"]
+    return {
+        "arm": arm, "seeds_finished": [r["seed"] for r in runs],
+        "before": _pooled([r["before"] for r in runs if r["before"]]),
+        "after": _pooled([r["after"] for r in runs if r["after"]]),
+        "change_per_seed": [round(c, 4) for c in changes],
+        "change_mean": _mean(changes),
+        "collected_success_by_update": {u: _mean(v) for u, v in sorted(curves.items())},
+        "steps_per_episode": _mean([r["summary"].get("steps_per_episode") for r in runs]),
+        "response_tokens_per_step": _mean([r["summary"].get("mean_response_tokens_per_step_after") for r in runs]),
+        "update_seconds": _mean([record.get("update_seconds") for record in rl]),
+        "trajectories_per_hour": _mean([r["summary"].get("trajectories_per_hour") for r in runs]),
+    }
+
+
+def _percent(pooled: dict) -> str:
+    if pooled["success"] is None:
+        return "-"
+    low, high = pooled["interval_95"]
+    return f"{pooled['success']:.1%} [{low:.0%}-{high:.0%}] of {pooled['episodes']}"
+
+
+def _number(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def markdown(study: Study, arms: list[dict]) -> str:
+    lines = [f"# Study `{study.name}`", "",
+             f"Base `{study.base}`, seeds {list(study.seeds)}; shared keys: "
+             + ", ".join(f"`{k}={flag_value(v)}`" for k, v in study.flags.items()), "",
+             "| arm | keys | seeds done | held-out before (pooled) | after (pooled) | change per seed | "
+             "steps / episode | response tokens / step | s / update |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for arm in arms:
+        keys = ", ".join(f"`{k}={flag_value(v)}`" for k, v in study.arms[arm["arm"]].items())
+        change = ", ".join(f"{c:+.1%}" for c in arm["change_per_seed"]) or "-"
+        lines.append(f"| {arm['arm']} | {keys} | {len(arm['seeds_finished'])} | {_percent(arm['before'])} | "
+                     f"{_percent(arm['after'])} | {change} | {_number(arm['steps_per_episode'], '.2f')} | "
+                     f"{_number(arm['response_tokens_per_step'], '.1f')} | {_number(arm['update_seconds'], '.2f')} |")
+    lines += ["", "Pooled: the seeds' held-out episodes together, with a 95% Wilson interval. An arm whose "
+              "intervals before and after overlap has not shown a change."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(arms: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (curves, bars) = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
+    for arm in arms:
+        points = arm["collected_success_by_update"]
+        curves.plot(list(points), list(points.values()), "-o", markersize=3, label=arm["arm"])
+    curves.set_title("Success of the collected episodes (mean over seeds)")
+    curves.set_xlabel("update")
+    curves.set_ylim(0, 1)
+    curves.grid(alpha=0.3)
+    width = 0.38
+    for i, arm in enumerate(arms):
+        for offset, key, colour in ((-width / 2, "before", "#9aa5b1"), (width / 2, "after", "#2f6fb0")):
+            pooled = arm[key]
+            if pooled["success"] is None:
+                continue
+            low, high = pooled["interval_95"]
+            bars.bar(i + offset, pooled["success"], width, color=colour, label=key if i == 0 else None,
+                     yerr=[[pooled["success"] - low], [high - pooled["success"]]], capsize=3)
+    bars.set_xticks(range(len(arms)), [arm["arm"] for arm in arms])
+    bars.set_ylim(0, 1)
+    bars.set_title("Held-out success, pooled over seeds (95% Wilson)")
+    if curves.get_legend_handles_labels()[0]:
+        curves.legend(fontsize=8)
+    if bars.get_legend_handles_labels()[0]:
+        bars.legend(fontsize=8)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def report(study: Study, out: str) -> dict:
+    arms = [arm_report(out, arm, study.seeds) for arm in study.arms]
+    result = {"study": study.name, "base": study.base, "flags": study.flags, "arms": arms}
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(markdown(study, arms))
+    plot(arms, os.path.join(out, "report.png"))
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m asyncwebrl.studies", description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("run", "report"))
+    parser.add_argument("study", help="a study file, e.g. configs/studies/learning_rate.py")
+    parser.add_argument("--out", required=True, help="the study's directory: one workdir per arm and seed")
+    parser.add_argument("--parallel", type=int, default=1, help="runs at once (run)")
+    args = parser.parse_args(argv)
+    study = load_study(args.study)
+    os.makedirs(args.out, exist_ok=True)
+    failed = []
+    if args.action == "run":
+        failed = [(arm, seed) for arm, seed, code in run(study, args.out, args.parallel) if code != 0]
+    report(study, args.out)
+    print(open(os.path.join(args.out, "report.md")).read(), flush=True)
+    if failed:
+        print(f"[study] failed runs: {failed}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
