@@ -1,8 +1,8 @@
 """Studies: every arm of an experiment for several seeds, each run a `main.py` of its own,
 then one report.
 
-    python -m asyncwebrl.studies run configs/studies/learning_rate.py --out runs/studies/lr --parallel 2
-    python -m asyncwebrl.studies report configs/studies/learning_rate.py --out runs/studies/lr
+    python -m asyncwebrl.studies run configs/studies/update_steps.py --out runs/studies/steps --parallel 2
+    python -m asyncwebrl.studies report configs/studies/update_steps.py --out runs/studies/steps
 
 A study is a Python file (configs/studies/) with four names: BASE, the config file every
 run starts from; FLAGS, config keys set for every run; ARMS, arm name -> the keys that make
@@ -60,8 +60,33 @@ def load_study(path: str) -> Study:
     shared = set(module.FLAGS) & {key for keys in module.ARMS.values() for key in keys}
     if shared:   # an arm's key would silently override a shared one, or be overridden
         raise ValueError(f"{path}: keys in both FLAGS and an arm: {sorted(shared)}")
+    config = base_config(module.BASE)
+    for where, keys in [("FLAGS", module.FLAGS)] + [(f"ARMS[{arm!r}]", keys) for arm, keys in module.ARMS.items()]:
+        unknown = [key for key in keys if not has_key(config, key)]
+        if unknown:
+            raise ValueError(f"{path}: {where} sets keys the base config does not have: {unknown}")
     return Study(name=os.path.splitext(os.path.basename(path))[0], base=module.BASE, flags=dict(module.FLAGS),
                  arms={arm: dict(keys) for arm, keys in module.ARMS.items()}, seeds=tuple(module.SEEDS))
+
+
+def base_config(base: str):
+    """The ConfigDict of "configs/x.py" or "configs/x.py:variant", as main.py would load it."""
+    path, _, variant = base.partition(":")
+    spec = importlib.util.spec_from_file_location("study_base", os.path.join(ROOT, path))
+    module = importlib.util.module_from_spec(spec)
+    if ROOT not in sys.path:   # config files import their siblings as `configs.x`
+        sys.path.insert(0, ROOT)
+    spec.loader.exec_module(module)
+    return module.get_config(variant) if variant else module.get_config()
+
+
+def has_key(config, key: str) -> bool:
+    node = config
+    for part in key.split("."):
+        if not hasattr(node, "keys") or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def flag_value(value) -> str:
@@ -253,11 +278,17 @@ def report(study: Study, out: str) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asyncwebrl.studies", description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=("run", "report"))
-    parser.add_argument("study", help="a study file, e.g. configs/studies/learning_rate.py")
+    parser.add_argument("study", help="a study file, e.g. configs/studies/update_steps.py")
     parser.add_argument("--out", required=True, help="the study's directory: one workdir per arm and seed")
     parser.add_argument("--parallel", type=int, default=1, help="runs at once (run)")
+    parser.add_argument("--seeds", default="", help="a comma-separated subset of the study's seeds (default: all)")
     args = parser.parse_args(argv)
     study = load_study(args.study)
+    if args.seeds:
+        chosen = tuple(int(seed) for seed in args.seeds.split(","))
+        if not set(chosen) <= set(study.seeds):
+            raise SystemExit(f"--seeds {args.seeds}: the study's seeds are {list(study.seeds)}")
+        study = dataclasses.replace(study, seeds=chosen)
     os.makedirs(args.out, exist_ok=True)
     failed = []
     if args.action == "run":

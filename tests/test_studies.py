@@ -41,6 +41,17 @@ def test_a_bad_study_file_names_what_is_wrong(tmp_path):
                                                                                "configs/nowhere.py")))
 
 
+def test_a_key_the_base_config_lacks_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match=r"ARMS\['async'\] sets keys the base config does not have: \['rl.etta'\]"):
+        studies.load_study(write_study(tmp_path, STUDY.format(FLAGS={}).replace('"rl.eta": 1', '"rl.etta": 1')))
+
+
+def test_the_shipped_studies_load():
+    folder = os.path.join(studies.ROOT, "configs", "studies")
+    names = sorted(name for name in os.listdir(folder) if name.endswith(".py"))
+    assert names and all(studies.load_study(os.path.join(folder, name)).arms for name in names)
+
+
 def test_an_arm_and_seed_become_one_main_py_command(tmp_path):
     study = studies.load_study(write_study(tmp_path, STUDY.format(FLAGS={"agent.train_step_limits": (2, 3, 4)})))
     line = studies.command(study, "async", 0, "/out")

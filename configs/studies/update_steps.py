@@ -1,0 +1,39 @@
+"""Study: optimiser steps per RL update, from the shipped warm start.
+
+    python3 -m asyncwebrl.studies run configs/studies/update_steps.py --out runs/studies/update_steps --parallel 2
+
+The runs so far took one optimiser step per update (learner.epochs = minibatches = 1):
+the PPO ratio is then exactly 1 at that step, nothing is ever clipped, and each episode
+is used once (BENCHMARKS.md "RL from the shipped warm start at GPU scale": no rise in
+12-26 updates, a fall at lr 3e-4). The paper takes 3 epochs x 2 minibatches per update
+(configs/instruct.py): six steps on each batch, clipped against the proximal policy.
+Arms: the paper's six steps at a small learning rate, against one step at 1e-4.
+
+For one H200 and its 16 host cores (browser-free driver: the GPU host has no browser),
+two runs sharing the GPU. Judged on the `unseen` split (new sites of the training
+layouts), 120 tasks before and after; `--seeds 0` runs one seed of each arm.
+"""
+
+BASE = "configs/warm_start.py"
+FLAGS = {
+    "model.path": "assets/warm_start",   # the embedded default's warm start
+    "sft.steps": 0,
+    "eval.split": "unseen",
+    "eval.num_tasks": 120,
+    "train.max_updates": 40,
+    "train.checkpoint_every": 10,
+    "rl.group_size": 8,
+    "rl.groups_per_batch": 8,
+    "rl.max_running_groups": 20,
+    "browser.pages": 64,
+    "sampler.slots": 64,
+    "model.attention": "pallas",
+    "model.compute_dtype": "bfloat16",
+    "learner.rows_per_microbatch": 32,
+    "optimizer.final_lr_fraction": 1.0,
+}
+ARMS = {
+    "steps6_lr3e-5": {"learner.epochs": 3, "learner.minibatches": 2, "optimizer.learning_rate": 3e-5},
+    "steps1_lr1e-4": {"learner.epochs": 1, "learner.minibatches": 1, "optimizer.learning_rate": 1e-4},
+}
+SEEDS = (0, 1, 2)
