@@ -96,10 +96,12 @@ def decode_bytes(config, weights: int, concurrency: int, prompt: int, new_tokens
     return (weights + kv) * itemsize
 
 
-def make_engine(model, slots: int, capacity: int, bucket: int, patches: int, images: int) -> Engine:
+def make_engine(model, slots: int, capacity: int, bucket: int, patches: int, images: int,
+                prefill_rows: int = 1) -> Engine:
     # a bucket as large as the capacity: no room is allocated for a chunk's overhang (none is chunked)
     settings = EngineSettings(slots=slots, capacity=capacity, prompt_buckets=(bucket, capacity), max_images=images,
-                              patches_per_image=patches, sampling=SamplingSettings(temperature=1.0))
+                              patches_per_image=patches, sampling=SamplingSettings(temperature=1.0),
+                              prefill_rows=prefill_rows)
     return Engine(model, settings)
 
 
@@ -217,6 +219,8 @@ def main() -> None:
     parser.add_argument("--hf-concurrency", default="", help="levels at which to time transformers (default: all)")
     parser.add_argument("--hf-only", action="store_true", help=argparse.SUPPRESS)   # the child process
     parser.add_argument("--dump", default="", help="write the compiled decode step's HLO here and time it alone")
+    parser.add_argument("--prefill-rows", type=int, default=1,
+                        help="requests prefilled together in one call (EngineSettings.prefill_rows)")
     parser.add_argument("--attention", default="xla", choices=["xla", "pallas"],
                         help="pallas: the decode kernel that reads each slot up to its own length (GPU)")
     args = parser.parse_args()
@@ -238,7 +242,10 @@ def main() -> None:
     model = Qwen3VL(config, dtype=args.dtype, param_dtype=args.dtype, attention=args.attention, rngs=nnx.Rngs(0))
     bandwidth = copy_bandwidth()
     rows, probe = [], {}
-    engine = make_engine(model, max(levels), bucket + args.new_tokens + 8, bucket, patches, args.images).start()
+    engine = make_engine(model, max(levels), bucket + args.new_tokens + 8, bucket, patches, args.images,
+                         args.prefill_rows)
+    engine.warm_up()   # every shape, the batched prefill's row counts among them, before any timing
+    engine.start()
     weights = decode_weights(model)
     del model   # the engine holds its own copy; two would not fit beside a 256-slot cache of the 8B preset
     for c in levels:

@@ -127,6 +127,26 @@ def test_continuous_batching_does_not_change_results(pair):
         np.testing.assert_array_equal(response.tokens, hf_greedy(reference, fields, n))
 
 
+def test_prompts_prefilled_together_give_the_same_tokens(pair):
+    """prefill_rows = 4: the requests admitted together are prefilled in one call per bucket
+    (text and images, padded rows that write no slot), and every output is still
+    transformers' greedy output; a prompt longer than the largest bucket is chunked."""
+    reference, model = pair
+    lengths = [5, 16, 9, 12, 7]
+    settings = EngineSettings(slots=4, capacity=256, prompt_buckets=(32, 128), max_images=2, patches_per_image=64,
+                              sampling=SamplingSettings(temperature=0.0), prefill_rows=4)
+    long_prompt = prompt(b"a prompt longer than the largest bucket of 128 tokens: " + b"words and more words " * 5)
+    with Engine(model, settings) as engine:
+        assert engine.prefill_widths == (1, 2, 4)
+        futures = [engine.submit(as_request(f, n)) for f, n in zip(PROMPTS + [long_prompt], lengths + [6])]
+        responses = [f.result(timeout=300) for f in futures]
+        stats = dict(engine.stats)
+    for fields, n, response in zip(PROMPTS + [long_prompt], lengths + [6], responses):
+        assert response.finish_reason == "length" and len(response.tokens) == n
+        np.testing.assert_array_equal(response.tokens, hf_greedy(reference, fields, n))
+    assert stats["prefills"] == 6 and stats["prefill_calls"] < 5   # 5 fit a bucket, and went in fewer calls
+
+
 def test_pallas_decode_reads_each_row_to_its_own_length(checkpoint):
     """The Pallas decode kernel (its interpreter on CPU), which reads each slot only up to
     its length in a cache allocated in whole 512s: same greedy tokens as transformers for
@@ -207,12 +227,13 @@ def test_publish_during_generation_is_tagged_and_does_not_stall(pair):
     assert np.abs(response.logprobs[switch:] - old[switch:]).mean() > 0.1
 
 
-def test_steady_state_never_recompiles(pair):
+@pytest.mark.parametrize("prefill_rows", [1, 3])
+def test_steady_state_never_recompiles(pair, prefill_rows):
     _, model = pair
     settings = EngineSettings(slots=3, capacity=256, prompt_buckets=(16, 64), max_images=2, patches_per_image=64,
-                              sampling=SamplingSettings(temperature=1.0))
+                              sampling=SamplingSettings(temperature=1.0), prefill_rows=prefill_rows)
     engine = Engine(model, settings)
-    engine.warm_up()   # compiles every bucket (first and later chunks), decode and the encoder
+    engine.warm_up()   # compiles every bucket (first and later chunks, rows together), decode and the encoder
     compiled = engine.compilations()
     with engine:
         warm = [engine.submit(as_request(f, 6)) for f in PROMPTS + [prompt(b"0123456789" * 9, [(64, 64)], seed=4)]]
@@ -221,7 +242,9 @@ def test_steady_state_never_recompiles(pair):
         futures = [engine.submit(as_request(f, 4 + k)) for k, f in enumerate(more)]
         [f.result(timeout=300) for f in futures]
         assert engine.compilations() == compiled
-    assert compiled == {"prefill": 4, "decode": len(engine.windows), "encode": 1}
+    # with prefill_rows 3: one shape per bucket and row count (1, 2, 3)
+    assert compiled == {"prefill": 4, "prefill_rows": 0 if prefill_rows == 1 else 2 * 3,
+                        "decode": len(engine.windows), "encode": 1}
 
 
 def test_vision_cache_encodes_a_screenshot_once_per_version(pair):

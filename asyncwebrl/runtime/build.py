@@ -104,7 +104,7 @@ def make_engine(config, model: nnx.Module, processor: Processor, temperature: fl
     settings = EngineSettings(
         slots=s.slots, capacity=s.capacity, prompt_buckets=tuple(s.prompt_buckets), max_images=s.max_images,
         patches_per_image=s.patches_per_image, sampling=SamplingSettings(temperature=temperature),
-        stop_token_ids=(processor.special.eos,), seed=config.seed)
+        stop_token_ids=(processor.special.eos,), seed=config.seed, prefill_rows=s.prefill_rows)
     return Engine(model, settings, mesh=device_meshes(config)[0], version=version)
 
 

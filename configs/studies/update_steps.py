@@ -27,6 +27,7 @@ FLAGS = {
     "rl.max_running_groups": 20,
     "browser.pages": 64,
     "sampler.slots": 64,
+    "sampler.prefill_rows": 16,
     "model.attention": "pallas",
     "model.compute_dtype": "bfloat16",
     "learner.rows_per_microbatch": 32,
