@@ -5,8 +5,10 @@ hostile pages on 127.0.0.1 stands in for the open web."""
 import asyncio
 import contextlib
 import http.server
+import ipaddress
 import os
 import signal
+import socket
 import threading
 import urllib.parse
 
@@ -18,11 +20,12 @@ from asyncwebrl.rollout.episode import EpisodeSettings, EpisodeSite
 from asyncwebrl.rollout.policies import Reply
 from asyncwebrl.rollout.pool import BrowserPool
 from asyncwebrl.rollout.response import format_response
-from asyncwebrl.rollout.sandbox import Sandbox, UrlPolicy
+from asyncwebrl.rollout.sandbox import Sandbox, UrlPolicy, is_internal
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.web.evaluator import Judgement
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
+from loopback import LoopbackService  # tests/loopback.py
 
 PAGES = {
     "/": "<h1>Start</h1><a href='/next' style='font-size:40px'>next</a>",
@@ -37,9 +40,10 @@ PAGES = {
 class _Hostile(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802
         parts = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(parts.query)
         if parts.path in ("/redirect", "/spin"):  # /spin redirects to itself forever
             self.send_response(302)
-            self.send_header("Location", urllib.parse.parse_qs(parts.query)["to"][0] if parts.path == "/redirect" else "/spin")
+            self.send_header("Location", query["to"][0] if parts.path == "/redirect" else "/spin")
             self.end_headers()
             return
         if parts.path == "/download":
@@ -47,8 +51,8 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
             self.send_response(200)
             self.send_header("Content-Type", "text/csv")
             self.send_header("Content-Disposition", "attachment; filename=data.csv")
-        else:
-            body = PAGES.get(parts.path, "<h1>404</h1>").encode()
+        else:  # /html?body=...: the page a test writes
+            body = (query["body"][0] if parts.path == "/html" else PAGES.get(parts.path, "<h1>404</h1>")).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(body)))
@@ -270,6 +274,88 @@ def test_sandbox_blocks_escapes_while_the_site_works(hostile):
     assert steps[-1].url == hostile + "/next"  # after the final navigation, the page is the site's
     blocked = environment.policy.blocked
     assert blocked["scheme"] == 4 and blocked["internal"] >= 3 and blocked["offsite"] == 1 and blocked["redirects"] == 1
+
+
+# The hostile review's URL-sandbox findings (docs/architecture.md#a-hostile-review-finding-by-finding),
+# each replayed by a hostile page on the allowed site against an internal service on
+# another loopback port, one the policy does not allow.
+
+@pytest.fixture
+def internal():
+    service = LoopbackService()
+    yield service
+    service.close()
+
+
+def redirect_to(hostile: str, location: str) -> str:
+    return hostile + "/redirect?" + urllib.parse.urlencode({"to": location})
+
+
+def page_with(html: str) -> str:
+    return "/html?" + urllib.parse.urlencode({"body": html})
+
+
+WAIT = {"action": "wait", "time": 1.5}
+
+
+def test_finding_1_a_backslash_before_the_at_sign_does_not_hide_a_redirects_host(hostile, internal):
+    """Location: http://127.0.0.1:B\\@allowed/ is port B to a browser (\\ ends the host), the
+    allowed site to Python's urlsplit. Followed by a navigation and by a fetch."""
+    allowed = urllib.parse.urlsplit(hostile).netloc
+    sneaky = f"http://127.0.0.1:{internal.port}\\@{allowed}/"
+    fetch = f"<script>fetch({redirect_to(hostile, sneaky)!r}).catch(() => 0)</script>"
+    moves = [{"action": "navigate", "url": redirect_to(hostile, sneaky)}, {"action": "navigate", "url": hostile + "/"}]
+    trajectories, _, environment, _ = run_pool(hostile, [("/", Script(moves)), (page_with(fetch), Script([WAIT]))])
+    navigated = trajectories[0].steps
+    assert "ERR_BLOCKED_BY_CLIENT" in navigated[0].action_error, navigated[0].action_error
+    assert not any(s.url.startswith(f"http://127.0.0.1:{internal.port}") for s in navigated)
+    assert internal.requests == []
+    assert environment.policy.blocked["internal"] == 2
+
+
+def test_finding_2_a_percent_encoded_ip_host_in_a_fetchs_redirect_is_read_as_the_ip(hostile, internal):
+    encoded = f"http://%31%32%37.0.0.1:{internal.port}/"  # 127.0.0.1, percent-encoded
+    page = page_with(f"<script>fetch({redirect_to(hostile, encoded)!r}).catch(() => 0)</script>")
+    _, _, environment, _ = run_pool(hostile, [(page, Script([WAIT]))])
+    assert internal.requests == []
+    assert environment.policy.blocked["internal"] == 1
+
+
+def _this_machines_name_and_an_internal_address() -> tuple[str, str]:
+    """(this machine's host name, an internal IPv4 address it resolves to), to serve the
+    internal service at; a host name resolves on any machine, mostly to loopback or a
+    private address. (localhost and *.localhost are refused by name.)"""
+    name = socket.gethostname()
+    try:
+        addresses = {ipaddress.ip_address(info[4][0]) for info in socket.getaddrinfo(name, 80, socket.AF_INET)}
+    except OSError:
+        pytest.skip(f"this machine's name {name!r} does not resolve")
+    internal_ones = sorted(str(a) for a in addresses if is_internal(a))
+    if not internal_ones or name.lower() == "localhost":
+        pytest.skip(f"this machine's name {name!r} resolves to no internal address: {addresses}")
+    return name, internal_ones[0]
+
+
+def test_finding_4_subresources_at_a_name_that_resolves_to_loopback_are_blocked(hostile):
+    name, address = _this_machines_name_and_an_internal_address()
+    service = LoopbackService(address)
+    target = f"http://{name}:{service.port}"
+    kinds = f"""
+      <img src="{target}/img"><script src="{target}/script"></script><link rel="stylesheet" href="{target}/css">
+      <link rel="prefetch" href="{target}/prefetch">
+      <script>
+        fetch("{target}/fetch").catch(() => 0);
+        const xhr = new XMLHttpRequest(); xhr.open("GET", "{target}/xhr"); xhr.send();
+        navigator.sendBeacon("{target}/beacon", "x");
+        new EventSource("{target}/sse");
+        new Worker(URL.createObjectURL(new Blob(['fetch("{target}/worker").catch(() => 0)'])));
+      </script>"""
+    try:
+        _, _, environment, _ = run_pool(hostile, [(page_with(kinds), Script([WAIT]))])
+    finally:
+        service.close()
+    assert service.requests == []
+    assert environment.policy.blocked["internal"] >= 8  # nine kinds; a prefetch waits for an idle browser
 
 
 def test_downloads_and_popups_stay_contained(hostile, tmp_path):
