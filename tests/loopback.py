@@ -44,11 +44,13 @@ WEBSOCKET_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 class LoopbackService:
     """A service on a loopback (or other internal) address that the sandbox must keep pages
-    away from. It records every request line it is sent (`requests`), answers HTTP with a
-    page and a WebSocket handshake with the handshake and one text message, "hello"."""
+    away from. It records every request line it is sent (`requests`) and the request's
+    Cookie header (`cookies`), answers HTTP with a page and a WebSocket handshake with the
+    handshake and one text message, "hello"."""
 
     def __init__(self, host: str = "127.0.0.1"):
         self.requests: list[str] = []
+        self.cookies: list[str] = []
         service = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -59,6 +61,7 @@ class LoopbackService:
                     name, _, value = line.decode("latin-1").partition(":")
                     headers[name.strip().lower()] = value.strip()
                 service.requests.append(request_line or "(a connection that sent no request)")
+                service.cookies.append(headers.get("cookie", ""))
                 if headers.get("upgrade", "").lower() == "websocket":
                     service._accept_websocket(self, headers["sec-websocket-key"])
                 else:

@@ -3,6 +3,7 @@ escapes, and hundreds of episodes without leaks. Real Chromium; a small server o
 hostile pages on 127.0.0.1 stands in for the open web."""
 
 import asyncio
+import collections
 import contextlib
 import http.server
 import ipaddress
@@ -37,15 +38,25 @@ PAGES = {
 }
 
 
+_FLIPS = collections.Counter()  # /flip URL -> times asked
+REPORTS: list[str] = []  # what hostile pages sent to /report
+
+
 class _Hostile(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802
         parts = urllib.parse.urlsplit(self.path)
         query = urllib.parse.parse_qs(parts.query)
-        if parts.path in ("/redirect", "/spin"):  # /spin redirects to itself forever
-            self.send_response(302)
-            self.send_header("Location", query["to"][0] if parts.path == "/redirect" else "/spin")
-            self.end_headers()
+        if parts.path == "/flip":  # a page the first time it is asked, afterwards a redirect to ?to=
+            _FLIPS[self.path] += 1
+            if _FLIPS[self.path] > 1:
+                self._redirect(query["to"][0])
+                return
+        if parts.path in ("/redirect", "/spin", "/toctou"):  # /spin redirects to itself forever
+            self._redirect({"/redirect": query.get("to", [""])[0], "/spin": "/spin",
+                            "/toctou": "/flip?" + parts.query}[parts.path])
             return
+        if parts.path == "/report":
+            REPORTS.append(urllib.parse.unquote(parts.query))
         if parts.path == "/download":
             body = b"secret,data\n" * 100
             self.send_response(200)
@@ -58,6 +69,11 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def _redirect(self, location: str) -> None:
+        self.send_response(302)
+        self.send_header("Location", location)
+        self.end_headers()
 
     def log_message(self, *args):
         pass
@@ -76,9 +92,9 @@ class HostileEnvironment:
     """Tasks on the hostile server, sandboxed as an external site would be, with the
     server's host:port explicitly allowed (as `sandbox.allow_hosts` would)."""
 
-    def __init__(self, origin: str):
+    def __init__(self, origin: str, allow_hosts: tuple[str, ...] = ()):
         self.origin = origin
-        self.policy = UrlPolicy([origin], [urllib.parse.urlsplit(origin).netloc])
+        self.policy = UrlPolicy([origin], [urllib.parse.urlsplit(origin).netloc, *allow_hosts])
 
     def episode_site(self, task: Task, episode_id: str) -> EpisodeSite:
         return EpisodeSite(start_url=task.website, sandbox=Sandbox(self.policy))
@@ -115,9 +131,9 @@ def task_at(url: str) -> Task:
     return Task(task_id="hostile", task_name="survive", website=url, difficulty=1)
 
 
-def run_pool(origin, jobs, settings=None, **pool_options):
+def run_pool(origin, jobs, settings=None, allow_hosts=(), **pool_options):
     """Runs (path, policy) jobs on one pool; returns trajectories, pool and environment."""
-    environment = HostileEnvironment(origin)
+    environment = HostileEnvironment(origin, allow_hosts)
     store = ScreenshotStore()
     settings = settings or EpisodeSettings(timeout_s=5, step_deadline_s=5)
 
@@ -321,6 +337,18 @@ def test_finding_2_a_percent_encoded_ip_host_in_a_fetchs_redirect_is_read_as_the
     assert environment.policy.blocked["internal"] == 1
 
 
+def test_finding_3_a_site_that_answers_the_browser_differently_from_the_check_is_asked_once(hostile, internal):
+    """/toctou redirects to /flip, which is a page the first time it is asked and a redirect to
+    the internal service afterwards. Nothing may ask twice: the page stays the first answer."""
+    flip = "/toctou?" + urllib.parse.urlencode({"to": f"http://127.0.0.1:{internal.port}/"})
+    moves = [{"action": "navigate", "url": hostile + flip + "&via=navigate"}]
+    trajectories, _, _, _ = run_pool(hostile, [(flip + "&via=start", Script(moves))])
+    steps = trajectories[0].steps
+    assert steps[0].url.startswith(hostile + "/flip?") and "via=start" in steps[0].url  # the start page
+    assert steps[-1].url.startswith(hostile + "/flip?") and "via=navigate" in steps[-1].url  # after navigate
+    assert internal.requests == []
+
+
 def _this_machines_name_and_an_internal_address() -> tuple[str, str]:
     """(this machine's host name, an internal IPv4 address it resolves to), to serve the
     internal service at; a host name resolves on any machine, mostly to loopback or a
@@ -356,6 +384,29 @@ def test_finding_4_subresources_at_a_name_that_resolves_to_loopback_are_blocked(
         service.close()
     assert service.requests == []
     assert environment.policy.blocked["internal"] >= 8  # nine kinds; a prefetch waits for an idle browser
+
+
+def test_a_fetchs_redirects_are_followed_hop_by_hop_with_each_hosts_own_cookies(hostile):
+    """Subresources' redirects are followed by the sandbox (Playwright routes only a chain's
+    first request): allowed ones still work, endless ones are cut, and the next host gets
+    its own cookies, never the first host's."""
+    other_host = LoopbackService()
+    page = page_with(f"""<script>
+      document.cookie = "secret=1";
+      const report = (what) => (response) => response.text().then(text => fetch("/report?" + what + "=" + text));
+      fetch({redirect_to(hostile, "/next")!r}).then(report("next"));
+      fetch({redirect_to(hostile, f"http://localhost:{other_host.port}/")!r}).then(report("other"));
+      fetch("/spin").catch(() => fetch("/report?spin=refused"));
+    </script>""")
+    try:
+        _, _, environment, _ = run_pool(hostile, [(page, Script([WAIT]))],
+                                        allow_hosts=(f"localhost:{other_host.port}",))
+    finally:
+        other_host.close()
+    assert "secret=1" not in other_host.cookies  # that cookie is 127.0.0.1's
+    assert {"next=<h1>Next</h1>", "other=<h1>internal service</h1>", "spin=refused"} <= set(REPORTS)
+    assert other_host.cookies == [""]
+    assert environment.policy.blocked["redirects"] == 1
 
 
 def test_downloads_and_popups_stay_contained(hostile, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from playwright.async_api import async_playwright
 
 from asyncwebrl.rollout.browser import launch_browser
-from asyncwebrl.rollout.sandbox import UrlPolicy, is_internal, local_policy, parse_ip_literal
+from asyncwebrl.rollout.sandbox import UrlPolicy, is_internal, local_policy, parse_ip_literal, redirected_request
 from asyncwebrl.rollout.whatwg import parse_url
 
 SITE = UrlPolicy(["https://www.shop.example/start"], ["mirror.intranet:8080"])
@@ -149,6 +149,14 @@ def test_a_name_is_blocked_if_any_address_it_resolves_to_is_internal(monkeypatch
     assert admit("http://mirror.intranet:8080/") == ""  # explicitly allowed: not resolved
     assert admit("https://gone.example/").startswith("unresolved")
     assert policy.blocked == {"internal": 2, "unresolved": 1}
+
+
+def test_a_redirect_carries_no_cookie_and_across_origins_no_credentials():
+    headers = {"Cookie": "session=1", "Authorization": "Bearer x", "Content-Type": "text/plain", "Accept": "*/*"}
+    method, same_origin, body = redirected_request(307, "POST", headers, b"x", crossing_origins=False)
+    assert (method, body) == ("POST", b"x") and same_origin == {k: v for k, v in headers.items() if k != "Cookie"}
+    method, elsewhere, body = redirected_request(302, "POST", headers, b"x", crossing_origins=True)
+    assert (method, body) == ("GET", b"") and elsewhere == {"Accept": "*/*"}
 
 
 # Strings a hostile page or server may write, read by Chromium and by rollout/whatwg.py.

@@ -32,6 +32,9 @@ from asyncwebrl.rollout.whatwg import NoScheme, Url, canonical_host, parse_url, 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 ALLOWED_SCHEMES = ("http", "https")
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+# Headers that describe a request's body: a redirect that drops the body drops them too.
+_BODY_HEADERS = ("content-type", "content-encoding", "content-language", "content-location", "content-length")
 
 # The IANA special-purpose address registries (IPv4 and IPv6) and multicast: no public web
 # server is at any of these.
@@ -234,16 +237,49 @@ document.addEventListener('click', (event) => {
 """
 
 
-class Sandbox:
-    """Applies a UrlPolicy to one browser context and to the agent's `navigate`.
+_DEVTOOLS_ERRORS = {"blockedbyclient": "BlockedByClient", "namenotresolved": "NameNotResolved"}
 
-    In local mode the route matches only URLs off the local server, so ordinary requests
-    never make a round trip through Python (the local server never redirects off-site).
-    Elsewhere every request is checked, and because the browser follows a redirect
-    without routing it again, the request is fetched here hop by hop without following
-    redirects, every Location is checked, and only then is the first response handed to
-    the browser. (A server that redirects differently when the browser asks again could
-    slip one hop past this; an egress proxy would close that gap.)"""
+
+def _browser_error(reason: str) -> str:
+    """The network error a refused request fails with: a name that does not resolve fails as
+    such (what the agent would see anyway), anything else as blocked."""
+    return "namenotresolved" if reason.startswith("unresolved") else "blockedbyclient"
+
+
+def _same_origin(a: Url, b: Url) -> bool:
+    return (a.scheme, a.host, a.effective_port) == (b.scheme, b.host, b.effective_port)
+
+
+def redirected_request(status: int, method: str, headers: dict[str, str], body: bytes | None,
+                       crossing_origins: bool) -> tuple[str, dict[str, str], bytes | None]:
+    """The next hop's method, headers and body after a redirect, as the Fetch Standard's
+    HTTP-redirect fetch makes them. The Cookie header is dropped: Playwright adds the
+    context's cookies for the next URL (the first URL's would leak to another host)."""
+    headers = {k: v for k, v in headers.items() if k.lower() != "cookie"}
+    if (status in (301, 302) and method == "POST") or (status == 303 and method not in ("GET", "HEAD")):
+        method, body = "GET", b""  # b"", not None: given None, Playwright sends the first request's body
+        headers = {k: v for k, v in headers.items() if k.lower() not in _BODY_HEADERS}
+    if crossing_origins:
+        headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+    return method, headers, body
+
+
+class Sandbox:
+    """Applies a UrlPolicy to one episode: its browser context, its page and the agent's
+    `navigate`.
+
+    Each request is checked as the browser wrote it (Chromium's canonical URL), and no
+    site is ever asked twice, so none can answer the check one way and the browser
+    another:
+    - The page's own navigations go out as the browser's requests. Chromium follows their
+      redirects itself, where Playwright's routes see only the first request, so the
+      DevTools Fetch domain of the page pauses every later hop for the policy before it
+      is sent (`_check_redirect_hop`).
+    - Every other request (subresources, workers' fetches, frames' navigations) is fetched
+      here one hop at a time, each redirect target checked before it is requested, and the
+      browser is handed the last response (`_fetch_hop_by_hop`).
+    In local mode the request route matches only URLs off the local server (ordinary
+    requests never make a round trip through Python) and refuses them all."""
 
     MAX_REDIRECTS = 10
 
@@ -251,6 +287,8 @@ class Sandbox:
         self.policy = policy
         self.to_browser_url = to_browser_url
         self.local_origin = local_origin
+        self.page = None  # the episode's one page (open_page)
+        self._redirect_hops = collections.Counter()  # Chromium's request id -> redirects followed
 
     def resolve(self, url: str) -> str:
         """The browser URL for the agent's `navigate`, written as it was checked; ValueError
@@ -261,6 +299,27 @@ class Sandbox:
             raise ValueError(f"navigation blocked ({reason})")
         return str(parse_url(absolute))
 
+    async def open_page(self, context):
+        """The episode's page, in `context` with every guard installed: the context's
+        (`install`) and the check of its navigations' redirects. Navigations of any other
+        page are refused."""
+        await self.install(context)
+        self.page = await context.new_page()
+        session = await context.new_cdp_session(self.page)
+        session.on("Fetch.requestPaused", lambda event: self._on_document_request(session, event))
+        await session.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "resourceType": "Document"}]})
+        return self.page
+
+    async def install(self, context) -> None:
+        """The context's guards: requests and popups."""
+        if self.local_origin:
+            elsewhere = re.compile("^(?!" + re.escape(self.local_origin + "/") + ")")
+            await context.route(elsewhere, self._guard_local)
+        else:
+            await context.route("**/*", self._guard)
+        await context.add_init_script(SAME_PAGE_JS)
+        context.on("page", self._close_extra_page)
+
     async def _guard_local(self, route) -> None:
         """Only requests off the local server get here: all are refused."""
         self.policy.check(route.request.url, navigation=route.request.is_navigation_request())
@@ -269,43 +328,98 @@ class Sandbox:
     async def _guard(self, route) -> None:
         request = route.request
         navigation = request.is_navigation_request()
-        if await self.policy.admit(request.url, navigation=navigation):
-            await route.abort("blockedbyclient")
+        if navigation and request.frame.page is not self.page:
+            await route.abort("blockedbyclient")  # a popup's (counted when it opened, closed as it opens)
             return
+        reason = await self.policy.admit(request.url, navigation=navigation)
+        if reason:
+            await route.abort(_browser_error(reason))
+            return
+        if navigation and request.frame.parent_frame is None:
+            await route.continue_()  # its redirects: _check_redirect_hop
+            return
+        await self._fetch_hop_by_hop(route)
+
+    async def _fetch_hop_by_hop(self, route) -> None:
+        """Fetch the request here without following redirects, check each Location before
+        requesting it, and hand the browser the last response. (Fetching a hop here and
+        letting the browser ask again would let the site answer the browser differently.)"""
         try:
-            first = hop = await route.fetch(max_redirects=0)
-            url = parse_url(request.url)
-            for _ in range(self.MAX_REDIRECTS):
-                location = hop.headers.get("location")
-                if hop.status not in (301, 302, 303, 307, 308) or not location:
-                    break
-                try:  # read as the browser reads it (urljoin reads some hosts differently)
-                    url = parse_url(location, base=url)
-                except ValueError as error:
-                    self.policy.refuse(location, f"host: {error}")
-                    await route.abort("blockedbyclient")
-                    return
-                if await self.policy.admit(str(url), navigation=navigation):
-                    await route.abort("blockedbyclient")
-                    return
-                hop = await route.fetch(url=str(url), method="GET", max_redirects=0)
-            else:  # still redirecting: the browser would follow the rest unchecked
-                self.policy.count("redirects")
-                await route.abort("blockedbyclient")
-                return
+            last = await self._follow_checked(route)
         except PlaywrightError:
             await route.abort("failed")
             return
-        await route.fulfill(response=first)
+        if last is None:
+            await route.abort("blockedbyclient")
+            return
+        response, redirected = last
+        await self._hand_over(route, response, redirected=redirected)
 
-    async def install(self, context) -> None:
-        if self.local_origin:
-            elsewhere = re.compile("^(?!" + re.escape(self.local_origin + "/") + ")")
-            await context.route(elsewhere, self._guard_local)
+    async def _follow_checked(self, route):
+        """(last response, whether redirects led to it) of the request's redirect chain, every
+        hop fetched here once; None if a hop is refused (counted)."""
+        request = route.request
+        navigation = request.is_navigation_request()
+        url, method, headers, body = parse_url(request.url), request.method, request.headers, request.post_data_buffer
+        response = await route.fetch(max_redirects=0)
+        for follows in range(self.MAX_REDIRECTS + 1):
+            location = response.headers.get("location")
+            if response.status not in REDIRECT_STATUSES or location is None:
+                return response, follows > 0
+            if follows == self.MAX_REDIRECTS:
+                self.policy.count("redirects")  # refused, as the browser would give up too
+                return None
+            target = await self._redirect_target(location, url, navigation)
+            if target is None:
+                return None
+            method, headers, body = redirected_request(response.status, method, headers, body,
+                                                       crossing_origins=not _same_origin(url, target))
+            url = target
+            response = await route.fetch(url=str(url), method=method, headers=headers, post_data=body,
+                                         max_redirects=0)
+
+    async def _redirect_target(self, location: str, base: Url, navigation: bool) -> Url | None:
+        """Where a redirect leads, read as the browser would read it; None if refused (counted)."""
+        try:
+            target = parse_url(location, base=base)
+        except ValueError as error:
+            self.policy.refuse(location, f"host: {error}")
+            return None
+        return None if await self.policy.admit(str(target), navigation=navigation) else target
+
+    @staticmethod
+    async def _hand_over(route, response, *, redirected: bool) -> None:
+        """Fulfil the browser's request with the checked response. After redirects its
+        cookies are already in the context (Playwright's fetch stored them for the URL that
+        set them); given to the browser they would be set for the first URL's host."""
+        if redirected:
+            headers = {k: v for k, v in response.headers.items() if k.lower() != "set-cookie"}
+            await route.fulfill(response=response, headers=headers)
         else:
-            await context.route("**/*", self._guard)
-        await context.add_init_script(SAME_PAGE_JS)
-        context.on("page", self._close_extra_page)
+            await route.fulfill(response=response)
+
+    async def _on_document_request(self, session, event: dict) -> None:
+        """Every document request of the page, paused by the DevTools Fetch domain: first
+        requests were checked by the route already, redirect hops are checked here."""
+        reason = await self._check_redirect_hop(event) if "redirectedRequestId" in event else ""
+        verdict = {"requestId": event["requestId"]}
+        try:
+            if reason:
+                error = _DEVTOOLS_ERRORS[_browser_error(reason)]
+                await session.send("Fetch.failRequest", {**verdict, "errorReason": error})
+            else:
+                await session.send("Fetch.continueRequest", verdict)
+        except PlaywrightError:  # the page is gone, and with it the request
+            pass
+
+    async def _check_redirect_hop(self, event: dict) -> str:
+        """"" if Chromium may follow this redirect of one of the page's navigations."""
+        chain = event["networkId"]  # one id for a navigation and all its redirects
+        self._redirect_hops[chain] += 1
+        if self._redirect_hops[chain] > self.MAX_REDIRECTS:
+            self.policy.count("redirects")
+            return "redirects"
+        return await self.policy.admit(event["request"]["url"], navigation=True)
 
     def _close_extra_page(self, page) -> None:
         if len(page.context.pages) > 1:  # the episode's own page is the first
