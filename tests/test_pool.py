@@ -386,6 +386,22 @@ def test_finding_4_subresources_at_a_name_that_resolves_to_loopback_are_blocked(
     assert environment.policy.blocked["internal"] >= 8  # nine kinds; a prefetch waits for an idle browser
 
 
+def test_finding_5_websockets_go_through_the_policy_and_allowed_ones_still_work(hostile, internal):
+    allowed = LoopbackService()
+    page = page_with(f"""<script>
+      for (const port of [{internal.port}, {allowed.port}]) {{
+        const socket = new WebSocket("ws://127.0.0.1:" + port + "/");
+        socket.onmessage = (event) => fetch("/report?" + port + "=" + event.data);
+      }}</script>""")
+    try:
+        _, _, environment, _ = run_pool(hostile, [(page, Script([WAIT]))], allow_hosts=(f"127.0.0.1:{allowed.port}",))
+    finally:
+        allowed.close()
+    assert internal.requests == []
+    assert environment.policy.blocked["websocket"] == 1
+    assert f"{allowed.port}=hello" in REPORTS  # the allowed one connected and got its message
+
+
 def test_a_fetchs_redirects_are_followed_hop_by_hop_with_each_hosts_own_cookies(hostile):
     """Subresources' redirects are followed by the sandbox (Playwright routes only a chain's
     first request): allowed ones still work, endless ones are cut, and the next host gets

@@ -151,6 +151,16 @@ def test_a_name_is_blocked_if_any_address_it_resolves_to_is_internal(monkeypatch
     assert policy.blocked == {"internal": 2, "unresolved": 1}
 
 
+def test_websockets_are_checked_with_the_same_policy_and_counted_apart():
+    policy = UrlPolicy(["https://shop.example/"], ["127.0.0.1:9000"])
+    admit = lambda url: asyncio.run(policy.admit(url, navigation=False, websocket=True))  # noqa: E731
+    assert admit("ws://127.0.0.1:9000/") == ""
+    assert admit("ws://127.0.0.1:9001/").startswith("internal")
+    assert admit("wss://[::1]/").startswith("internal")
+    assert admit("https://shop.example/").startswith("scheme")  # not a WebSocket URL
+    assert policy.blocked == {"websocket": 3}
+
+
 def test_a_redirect_carries_no_cookie_and_across_origins_no_credentials():
     headers = {"Cookie": "session=1", "Authorization": "Bearer x", "Content-Type": "text/plain", "Accept": "*/*"}
     method, same_origin, body = redirected_request(307, "POST", headers, b"x", crossing_origins=False)

@@ -1,6 +1,7 @@
 """The URL sandbox: what an episode's browser may reach (docs/architecture.md#reliability-and-security).
 
-- Schemes: only http and https (no file:, chrome:, data:, javascript:, ...).
+- Schemes: only http and https (no file:, chrome:, data:, javascript:, ...); ws and wss
+  for WebSockets.
 - Hosts for navigation (the agent's `navigate`, link clicks, redirects, popups): the
   task's own site and its subdomains, plus hosts the config allows explicitly
   (`sandbox.allow_hosts`, HOST or HOST:PORT). In local mode only the local server.
@@ -32,6 +33,7 @@ from asyncwebrl.rollout.whatwg import NoScheme, Url, canonical_host, parse_url, 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 ALLOWED_SCHEMES = ("http", "https")
+WEBSOCKET_SCHEMES = ("ws", "wss")
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 # Headers that describe a request's body: a redirect that drops the body drops them too.
 _BODY_HEADERS = ("content-type", "content-encoding", "content-language", "content-location", "content-length")
@@ -151,14 +153,15 @@ class UrlPolicy:
     def check(self, url: str, *, navigation: bool) -> str:
         """"" if allowed, else the reason (and the block is counted and logged). Host names
         are not resolved here: `admit` does that."""
-        return self._record(url, self._reason(url, navigation)[0])
+        return self._record(url, self._reason(url, navigation, ALLOWED_SCHEMES)[0])
 
-    async def admit(self, url: str, *, navigation: bool) -> str:
-        """`check`, and a host name must not resolve to an internal address."""
-        reason, parsed = self._reason(url, navigation)
+    async def admit(self, url: str, *, navigation: bool, websocket: bool = False) -> str:
+        """`check`, and a host name must not resolve to an internal address. A WebSocket's
+        URL must be ws: or wss:, and its block is counted as "websocket"."""
+        reason, parsed = self._reason(url, navigation, WEBSOCKET_SCHEMES if websocket else ALLOWED_SCHEMES)
         if not reason and self._is_name_to_resolve(parsed):
             reason = await self._resolution_reason(parsed.host)
-        return self._record(url, reason)
+        return self._record(url, reason, counted_as="websocket" if websocket else "")
 
     def refuse(self, url: str, reason: str) -> None:
         """Count and log a block decided elsewhere (a redirect without a readable target)."""
@@ -167,9 +170,9 @@ class UrlPolicy:
     def count(self, reason: str) -> None:
         self.blocked[reason] += 1
 
-    def _record(self, url: str, reason: str) -> str:
+    def _record(self, url: str, reason: str, counted_as: str = "") -> str:
         if reason:
-            self.blocked[reason.split(":")[0]] += 1
+            self.blocked[counted_as or reason.split(":")[0]] += 1
             logging.info("sandbox blocked %s (%s)", url[:200], reason)
         return reason
 
@@ -181,7 +184,7 @@ class UrlPolicy:
         host = _bare(parsed.host)
         return (host, None) in self.allowed or (host, parsed.effective_port) in self.allowed
 
-    def _reason(self, url: str, navigation: bool) -> tuple[str, Url | None]:
+    def _reason(self, url: str, navigation: bool, schemes: tuple[str, ...]) -> tuple[str, Url | None]:
         """The reason to block `url` that its text gives (and the URL as the browser reads it)."""
         try:
             parsed = parse_url(url)
@@ -189,8 +192,8 @@ class UrlPolicy:
             return "scheme: none is not allowed", None
         except ValueError as error:
             return f"host: {error}", None
-        if parsed.scheme not in ALLOWED_SCHEMES:
-            if str(parsed) == "about:blank":
+        if parsed.scheme not in schemes:
+            if str(parsed) == "about:blank" and schemes == ALLOWED_SCHEMES:
                 return "", parsed
             return f"scheme: {parsed.scheme} is not allowed", parsed
         return self._host_reason(parsed, navigation), parsed
@@ -278,6 +281,11 @@ class Sandbox:
     - Every other request (subresources, workers' fetches, frames' navigations) is fetched
       here one hop at a time, each redirect target checked before it is requested, and the
       browser is handed the last response (`_fetch_hop_by_hop`).
+    - WebSockets go through Playwright's WebSocket routing (`_guard_websocket`). That
+      routing is a script in the page, not in the network: a page that calls the script's
+      internals, or opens a WebSocket in a worker, goes around it. The local web's
+      Content-Security-Policy stops those (web/server.py); elsewhere only Chromium's
+      Local Network Access does, for pages from public addresses (docs/architecture.md).
     In local mode the request route matches only URLs off the local server (ordinary
     requests never make a round trip through Python) and refuses them all."""
 
@@ -311,12 +319,13 @@ class Sandbox:
         return self.page
 
     async def install(self, context) -> None:
-        """The context's guards: requests and popups."""
+        """The context's guards: requests, WebSockets, popups."""
         if self.local_origin:
             elsewhere = re.compile("^(?!" + re.escape(self.local_origin + "/") + ")")
             await context.route(elsewhere, self._guard_local)
         else:
             await context.route("**/*", self._guard)
+        await context.route_web_socket(re.compile(".*"), self._guard_websocket)
         await context.add_init_script(SAME_PAGE_JS)
         context.on("page", self._close_extra_page)
 
@@ -420,6 +429,12 @@ class Sandbox:
             self.policy.count("redirects")
             return "redirects"
         return await self.policy.admit(event["request"]["url"], navigation=True)
+
+    async def _guard_websocket(self, websocket) -> None:
+        if await self.policy.admit(websocket.url, navigation=False, websocket=True):
+            await websocket.close(code=1008, reason="blocked by the sandbox")
+            return
+        websocket.connect_to_server()
 
     def _close_extra_page(self, page) -> None:
         if len(page.context.pages) > 1:  # the episode's own page is the first
