@@ -22,6 +22,7 @@ from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks, select_balanced
+from loopback import LoopbackService  # tests/loopback.py
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -226,3 +227,59 @@ def test_requests_leaving_the_local_web_are_aborted(web):
 
     assert asyncio.run(scenario()) == [200, "blocked", "blocked"]
     assert environment.policy.blocked["internal"] == 2
+
+
+WEBSOCKET_PROBES = {  # each resolves to the first message, or to how the socket ended
+    "page": """url => new Promise(done => {
+        const socket = new WebSocket(url);
+        socket.onmessage = (event) => done(event.data);
+        socket.onerror = () => done("error");
+        socket.onclose = () => done("closed");
+    })""",
+    # Playwright routes WebSockets with a script in the page; its internals connect directly
+    "past the routing": """url => new Promise(done => {
+        const socket = new WebSocket(url);
+        socket.onmessage = (event) => done(event.data);
+        socket.onerror = () => done("error");
+        if (socket._apiPassThrough) { socket._apiPassThrough(); }
+        setTimeout(() => done("no answer"), 3000);
+    })""",
+    # workers get no init scripts, so no routing either
+    "worker": """url => new Promise(done => {
+        const source = `const socket = new WebSocket(${JSON.stringify(url)});
+            socket.onmessage = (event) => postMessage(event.data); socket.onerror = () => postMessage("error");`;
+        new Worker(URL.createObjectURL(new Blob([source]))).onmessage = (event) => done(event.data);
+    })""",
+}
+
+
+def _open_websockets(web, environment, url: str) -> dict[str, str]:
+    """Each of WEBSOCKET_PROBES from a sandboxed page of the local web, to `url`."""
+    async def scenario():
+        async with async_playwright() as playwright:
+            browser = await launch_browser(playwright)
+            context = await browser.new_context()
+            await environment.episode_site(generate_tasks("test", 1)[0], "e-3").sandbox.install(context)
+            page = await context.new_page()
+            await page.goto(web.origin + "/shop-v1-s00/")
+            results = {name: await page.evaluate(probe, url) for name, probe in WEBSOCKET_PROBES.items()}
+            await browser.close()
+            return results
+
+    return asyncio.run(scenario())
+
+
+def test_finding_5_websockets_from_a_local_page_reach_nothing_but_the_local_server(web):
+    """The hostile review's finding 5 in local mode: a page's WebSocket to another loopback
+    port is refused and counted (docs/architecture.md#a-hostile-review-finding-by-finding);
+    one from a worker, or past Playwright's routing, is stopped by the local web's
+    Content-Security-Policy (WebSockets to itself only)."""
+    environment = LocalEnvironment(web)
+    service = LoopbackService()
+    try:
+        results = _open_websockets(web, environment, f"ws://127.0.0.1:{service.port}/")
+    finally:
+        service.close()
+    assert results == {"page": "closed", "past the routing": "error", "worker": "error"}
+    assert service.requests == []
+    assert environment.policy.blocked["websocket"] == 2  # the page's, and the one opened past the routing

@@ -3,10 +3,13 @@ escapes, and hundreds of episodes without leaks. Real Chromium; a small server o
 hostile pages on 127.0.0.1 stands in for the open web."""
 
 import asyncio
+import collections
 import contextlib
 import http.server
+import ipaddress
 import os
 import signal
+import socket
 import threading
 import urllib.parse
 
@@ -18,11 +21,12 @@ from asyncwebrl.rollout.episode import EpisodeSettings, EpisodeSite
 from asyncwebrl.rollout.policies import Reply
 from asyncwebrl.rollout.pool import BrowserPool
 from asyncwebrl.rollout.response import format_response
-from asyncwebrl.rollout.sandbox import Sandbox, UrlPolicy
+from asyncwebrl.rollout.sandbox import Sandbox, UrlPolicy, is_internal
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.web.evaluator import Judgement
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
+from loopback import LoopbackService  # tests/loopback.py
 
 PAGES = {
     "/": "<h1>Start</h1><a href='/next' style='font-size:40px'>next</a>",
@@ -34,26 +38,42 @@ PAGES = {
 }
 
 
+_FLIPS = collections.Counter()  # /flip URL -> times asked
+REPORTS: list[str] = []  # what hostile pages sent to /report
+
+
 class _Hostile(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802
         parts = urllib.parse.urlsplit(self.path)
-        if parts.path in ("/redirect", "/spin"):  # /spin redirects to itself forever
-            self.send_response(302)
-            self.send_header("Location", urllib.parse.parse_qs(parts.query)["to"][0] if parts.path == "/redirect" else "/spin")
-            self.end_headers()
+        query = urllib.parse.parse_qs(parts.query)
+        if parts.path == "/flip":  # a page the first time it is asked, afterwards a redirect to ?to=
+            _FLIPS[self.path] += 1
+            if _FLIPS[self.path] > 1:
+                self._redirect(query["to"][0])
+                return
+        if parts.path in ("/redirect", "/spin", "/toctou"):  # /spin redirects to itself forever
+            self._redirect({"/redirect": query.get("to", [""])[0], "/spin": "/spin",
+                            "/toctou": "/flip?" + parts.query}[parts.path])
             return
+        if parts.path == "/report":
+            REPORTS.append(urllib.parse.unquote(parts.query))
         if parts.path == "/download":
             body = b"secret,data\n" * 100
             self.send_response(200)
             self.send_header("Content-Type", "text/csv")
             self.send_header("Content-Disposition", "attachment; filename=data.csv")
-        else:
-            body = PAGES.get(parts.path, "<h1>404</h1>").encode()
+        else:  # /html?body=...: the page a test writes
+            body = (query["body"][0] if parts.path == "/html" else PAGES.get(parts.path, "<h1>404</h1>")).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def _redirect(self, location: str) -> None:
+        self.send_response(302)
+        self.send_header("Location", location)
+        self.end_headers()
 
     def log_message(self, *args):
         pass
@@ -72,9 +92,9 @@ class HostileEnvironment:
     """Tasks on the hostile server, sandboxed as an external site would be, with the
     server's host:port explicitly allowed (as `sandbox.allow_hosts` would)."""
 
-    def __init__(self, origin: str):
+    def __init__(self, origin: str, allow_hosts: tuple[str, ...] = ()):
         self.origin = origin
-        self.policy = UrlPolicy([origin], [urllib.parse.urlsplit(origin).netloc])
+        self.policy = UrlPolicy([origin], [urllib.parse.urlsplit(origin).netloc, *allow_hosts])
 
     def episode_site(self, task: Task, episode_id: str) -> EpisodeSite:
         return EpisodeSite(start_url=task.website, sandbox=Sandbox(self.policy))
@@ -111,9 +131,9 @@ def task_at(url: str) -> Task:
     return Task(task_id="hostile", task_name="survive", website=url, difficulty=1)
 
 
-def run_pool(origin, jobs, settings=None, **pool_options):
+def run_pool(origin, jobs, settings=None, allow_hosts=(), **pool_options):
     """Runs (path, policy) jobs on one pool; returns trajectories, pool and environment."""
-    environment = HostileEnvironment(origin)
+    environment = HostileEnvironment(origin, allow_hosts)
     store = ScreenshotStore()
     settings = settings or EpisodeSettings(timeout_s=5, step_deadline_s=5)
 
@@ -270,6 +290,139 @@ def test_sandbox_blocks_escapes_while_the_site_works(hostile):
     assert steps[-1].url == hostile + "/next"  # after the final navigation, the page is the site's
     blocked = environment.policy.blocked
     assert blocked["scheme"] == 4 and blocked["internal"] >= 3 and blocked["offsite"] == 1 and blocked["redirects"] == 1
+
+
+# The hostile review's URL-sandbox findings (docs/architecture.md#a-hostile-review-finding-by-finding),
+# each replayed by a hostile page on the allowed site against an internal service on
+# another loopback port, one the policy does not allow.
+
+@pytest.fixture
+def internal():
+    service = LoopbackService()
+    yield service
+    service.close()
+
+
+def redirect_to(hostile: str, location: str) -> str:
+    return hostile + "/redirect?" + urllib.parse.urlencode({"to": location})
+
+
+def page_with(html: str) -> str:
+    return "/html?" + urllib.parse.urlencode({"body": html})
+
+
+WAIT = {"action": "wait", "time": 1.5}
+
+
+def test_finding_1_a_backslash_before_the_at_sign_does_not_hide_a_redirects_host(hostile, internal):
+    """Location: http://127.0.0.1:B\\@allowed/ is port B to a browser (\\ ends the host), the
+    allowed site to Python's urlsplit. Followed by a navigation and by a fetch."""
+    allowed = urllib.parse.urlsplit(hostile).netloc
+    sneaky = f"http://127.0.0.1:{internal.port}\\@{allowed}/"
+    fetch = f"<script>fetch({redirect_to(hostile, sneaky)!r}).catch(() => 0)</script>"
+    moves = [{"action": "navigate", "url": redirect_to(hostile, sneaky)}, {"action": "navigate", "url": hostile + "/"}]
+    trajectories, _, environment, _ = run_pool(hostile, [("/", Script(moves)), (page_with(fetch), Script([WAIT]))])
+    navigated = trajectories[0].steps
+    assert "ERR_BLOCKED_BY_CLIENT" in navigated[0].action_error, navigated[0].action_error
+    assert not any(s.url.startswith(f"http://127.0.0.1:{internal.port}") for s in navigated)
+    assert internal.requests == []
+    assert environment.policy.blocked["internal"] == 2
+
+
+def test_finding_2_a_percent_encoded_ip_host_in_a_fetchs_redirect_is_read_as_the_ip(hostile, internal):
+    encoded = f"http://%31%32%37.0.0.1:{internal.port}/"  # 127.0.0.1, percent-encoded
+    page = page_with(f"<script>fetch({redirect_to(hostile, encoded)!r}).catch(() => 0)</script>")
+    _, _, environment, _ = run_pool(hostile, [(page, Script([WAIT]))])
+    assert internal.requests == []
+    assert environment.policy.blocked["internal"] == 1
+
+
+def test_finding_3_a_site_that_answers_the_browser_differently_from_the_check_is_asked_once(hostile, internal):
+    """/toctou redirects to /flip, which is a page the first time it is asked and a redirect to
+    the internal service afterwards. Nothing may ask twice: the page stays the first answer."""
+    flip = "/toctou?" + urllib.parse.urlencode({"to": f"http://127.0.0.1:{internal.port}/"})
+    moves = [{"action": "navigate", "url": hostile + flip + "&via=navigate"}]
+    trajectories, _, _, _ = run_pool(hostile, [(flip + "&via=start", Script(moves))])
+    steps = trajectories[0].steps
+    assert steps[0].url.startswith(hostile + "/flip?") and "via=start" in steps[0].url  # the start page
+    assert steps[-1].url.startswith(hostile + "/flip?") and "via=navigate" in steps[-1].url  # after navigate
+    assert internal.requests == []
+
+
+def _this_machines_name_and_an_internal_address() -> tuple[str, str]:
+    """(this machine's host name, an internal IPv4 address it resolves to), to serve the
+    internal service at; a host name resolves on any machine, mostly to loopback or a
+    private address. (localhost and *.localhost are refused by name.)"""
+    name = socket.gethostname()
+    try:
+        addresses = {ipaddress.ip_address(info[4][0]) for info in socket.getaddrinfo(name, 80, socket.AF_INET)}
+    except OSError:
+        pytest.skip(f"this machine's name {name!r} does not resolve")
+    internal_ones = sorted(str(a) for a in addresses if is_internal(a))
+    if not internal_ones or name.lower() == "localhost":
+        pytest.skip(f"this machine's name {name!r} resolves to no internal address: {addresses}")
+    return name, internal_ones[0]
+
+
+def test_finding_4_subresources_at_a_name_that_resolves_to_loopback_are_blocked(hostile):
+    name, address = _this_machines_name_and_an_internal_address()
+    service = LoopbackService(address)
+    target = f"http://{name}:{service.port}"
+    kinds = f"""
+      <img src="{target}/img"><script src="{target}/script"></script><link rel="stylesheet" href="{target}/css">
+      <link rel="prefetch" href="{target}/prefetch">
+      <script>
+        fetch("{target}/fetch").catch(() => 0);
+        const xhr = new XMLHttpRequest(); xhr.open("GET", "{target}/xhr"); xhr.send();
+        navigator.sendBeacon("{target}/beacon", "x");
+        new EventSource("{target}/sse");
+        new Worker(URL.createObjectURL(new Blob(['fetch("{target}/worker").catch(() => 0)'])));
+      </script>"""
+    try:
+        _, _, environment, _ = run_pool(hostile, [(page_with(kinds), Script([WAIT]))])
+    finally:
+        service.close()
+    assert service.requests == []
+    assert environment.policy.blocked["internal"] >= 8  # nine kinds; a prefetch waits for an idle browser
+
+
+def test_finding_5_websockets_go_through_the_policy_and_allowed_ones_still_work(hostile, internal):
+    allowed = LoopbackService()
+    page = page_with(f"""<script>
+      for (const port of [{internal.port}, {allowed.port}]) {{
+        const socket = new WebSocket("ws://127.0.0.1:" + port + "/");
+        socket.onmessage = (event) => fetch("/report?" + port + "=" + event.data);
+      }}</script>""")
+    try:
+        _, _, environment, _ = run_pool(hostile, [(page, Script([WAIT]))], allow_hosts=(f"127.0.0.1:{allowed.port}",))
+    finally:
+        allowed.close()
+    assert internal.requests == []
+    assert environment.policy.blocked["websocket"] == 1
+    assert f"{allowed.port}=hello" in REPORTS  # the allowed one connected and got its message
+
+
+def test_a_fetchs_redirects_are_followed_hop_by_hop_with_each_hosts_own_cookies(hostile):
+    """Subresources' redirects are followed by the sandbox (Playwright routes only a chain's
+    first request): allowed ones still work, endless ones are cut, and the next host gets
+    its own cookies, never the first host's."""
+    other_host = LoopbackService()
+    page = page_with(f"""<script>
+      document.cookie = "secret=1";
+      const report = (what) => (response) => response.text().then(text => fetch("/report?" + what + "=" + text));
+      fetch({redirect_to(hostile, "/next")!r}).then(report("next"));
+      fetch({redirect_to(hostile, f"http://localhost:{other_host.port}/")!r}).then(report("other"));
+      fetch("/spin").catch(() => fetch("/report?spin=refused"));
+    </script>""")
+    try:
+        _, _, environment, _ = run_pool(hostile, [(page, Script([WAIT]))],
+                                        allow_hosts=(f"localhost:{other_host.port}",))
+    finally:
+        other_host.close()
+    assert "secret=1" not in other_host.cookies  # that cookie is 127.0.0.1's
+    assert {"next=<h1>Next</h1>", "other=<h1>internal service</h1>", "spin=refused"} <= set(REPORTS)
+    assert other_host.cookies == [""]
+    assert environment.policy.blocked["redirects"] == 1
 
 
 def test_downloads_and_popups_stay_contained(hostile, tmp_path):

@@ -126,9 +126,8 @@ class ChromiumTab:
         )
         if site.cookies:
             await self.context.add_cookies(site.cookies)
-        await site.sandbox.install(self.context)
         await self.context.add_init_script(LEAVING_FLAG_JS)
-        self.page = page = await self.context.new_page()
+        self.page = page = await site.sandbox.open_page(self.context)
         page.set_default_timeout(settings.timeout_s * 1000)
         page.on("download", lambda download: site.sandbox.policy.count("download"))
         self.watch = NavigationWatch(page)

@@ -1,13 +1,18 @@
 """The URL sandbox: what an episode's browser may reach (docs/architecture.md#reliability-and-security).
 
-- Schemes: only http and https (no file:, chrome:, data:, javascript:, ...).
+- Schemes: only http and https (no file:, chrome:, data:, javascript:, ...); ws and wss
+  for WebSockets.
 - Hosts for navigation (the agent's `navigate`, link clicks, redirects, popups): the
   task's own site and its subdomains, plus hosts the config allows explicitly
   (`sandbox.allow_hosts`, HOST or HOST:PORT). In local mode only the local server.
-- Any request (navigation or not) to a private, loopback, link-local (cloud metadata at
-  169.254.169.254!), multicast, reserved or unspecified address is blocked unless its
-  host is explicitly allowed. IP literals are read the way browsers read them, so
-  decimal ("2852039166"), hex ("0xa9fea9fe"), octal and short ("127.1") forms are caught.
+- Any request (navigation or not) to an internal address (every IANA special-purpose
+  range, IPv4 and IPv6: private, loopback, link-local with cloud metadata at
+  169.254.169.254, shared, multicast, reserved, ...) is blocked unless its host is
+  explicitly allowed, and so is one to a host name that resolves to any internal address.
+
+URLs are read as browsers read them (rollout/whatwg.py): `\\` separates the path, hosts are
+percent-decoded and mapped, and IP literals take every spelling browsers accept
+("2852039166", "0xa9fea9fe", "0251.0376.0251.0376", "127.1").
 
 Every block is counted by reason and logged.
 """
@@ -20,44 +25,116 @@ import ipaddress
 import logging
 import re
 import socket
-import urllib.parse
 
 from playwright.async_api import Error as PlaywrightError
 
+from asyncwebrl.rollout.whatwg import NoScheme, Url, canonical_host, parse_url, split_host_port
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
 ALLOWED_SCHEMES = ("http", "https")
-_IPV4_PART = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$", re.I)
+WEBSOCKET_SCHEMES = ("ws", "wss")
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+# Headers that describe a request's body: a redirect that drops the body drops them too.
+_BODY_HEADERS = ("content-type", "content-encoding", "content-language", "content-location", "content-length")
+
+# The IANA special-purpose address registries (IPv4 and IPv6) and multicast: no public web
+# server is at any of these.
+INTERNAL_IPV4 = tuple(ipaddress.IPv4Network(n) for n in (
+    "0.0.0.0/8",         # "this network"
+    "10.0.0.0/8",        # private
+    "100.64.0.0/10",     # shared address space (carrier-grade NAT)
+    "127.0.0.0/8",       # loopback
+    "169.254.0.0/16",    # link-local (cloud metadata)
+    "172.16.0.0/12",     # private
+    "192.0.0.0/24",      # IETF protocol assignments
+    "192.0.2.0/24",      # documentation
+    "192.31.196.0/24",   # AS112
+    "192.52.193.0/24",   # AMT
+    "192.88.99.0/24",    # 6to4 relay anycast
+    "192.168.0.0/16",    # private
+    "192.175.48.0/24",   # AS112 direct delegation
+    "198.18.0.0/15",     # benchmarking
+    "198.51.100.0/24",   # documentation
+    "203.0.113.0/24",    # documentation
+    "224.0.0.0/4",       # multicast
+    "240.0.0.0/4",       # reserved, and the limited broadcast address
+))
+INTERNAL_IPV6 = tuple(ipaddress.IPv6Network(n) for n in (
+    "::/96",             # unspecified (::), loopback (::1), IPv4-compatible (deprecated)
+    "64:ff9b:1::/48",    # local-use IPv4/IPv6 translation
+    "100::/64",          # discard-only
+    "100:0:0:1::/64",    # dummy prefix
+    "2001::/23",         # IETF protocol assignments (Teredo, benchmarking, ORCHID, ...)
+    "2001:db8::/32",     # documentation
+    "2620:4f:8000::/48",  # AS112 direct delegation
+    "3fff::/20",         # documentation
+    "5f00::/16",         # segment routing SIDs
+    "fc00::/7",          # unique local
+    "fe80::/10",         # link-local
+    "fec0::/10",         # site-local (deprecated)
+    "ff00::/8",          # multicast
+))
+NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # the well-known NAT64 prefix: an IPv4 address in the last 32 bits
 
 
-def parse_ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """The address a host string names as an IP literal, in any form a browser accepts."""
-    host = host.strip("[]").rstrip(".").lower()
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        pass
-    parts = host.split(".")
-    if 1 <= len(parts) <= 4 and all(_IPV4_PART.match(p) for p in parts):
-        try:  # inet_aton implements the legacy forms (octal, hex, fewer than 4 parts)
-            return ipaddress.IPv4Address(socket.inet_aton(host))
-        except OSError:
-            return None
+def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address reaches: IPv4-mapped (::ffff:0:0/96), NAT64
+    (64:ff9b::/96) and 6to4 (2002::/16) carry one; other addresses None."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return None
 
 
-def is_internal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
-    return (address.is_private or address.is_loopback or address.is_link_local or address.is_multicast
-            or address.is_reserved or address.is_unspecified)
+def is_internal(address: Address) -> bool:
+    if isinstance(address, ipaddress.IPv6Address):
+        carried = embedded_ipv4(address)
+        if carried is not None:
+            return is_internal(carried)
+        return any(address in network for network in INTERNAL_IPV6)
+    return any(address in network for network in INTERNAL_IPV4)
 
 
-def _host_port(parts: urllib.parse.SplitResult) -> tuple[str, int | None]:
-    host = (parts.hostname or "").rstrip(".").lower()
+def parse_ip_literal(host: str) -> Address | None:
+    """The address a host names as an IP literal, read as browsers read it ("127.1",
+    "[::1]", "%31%32%37.0.0.1"); None for a domain or a host browsers reject."""
     try:
-        port = parts.port
+        canonical = canonical_host(host)
     except ValueError:
-        port = -1  # unparsable port: never matches an allowance
-    return host, port
+        return None
+    if canonical.startswith("["):
+        return ipaddress.IPv6Address(canonical[1:-1])
+    try:  # a canonical IPv4 host is in dotted decimal; a domain never is
+        return ipaddress.IPv4Address(canonical)
+    except ValueError:
+        return None
+
+
+async def resolved_addresses(host: str) -> list[Address]:
+    """Every address the system resolver gives for `host` (Playwright's fetches, which
+    carry every request but the page's navigations and WebSockets, use it too), without
+    blocking the event loop. OSError if it gives none."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    return [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]  # no IPv6 zone
+
+
+def _bare(host: str) -> str:
+    """A domain without its final dot: "localhost." is the name localhost."""
+    return host[:-1] if host.endswith(".") else host
+
+
+def _allowance(entry: str) -> tuple[str, int | None]:
+    """(host, port or None for any) of one `sandbox.allow_hosts` entry, HOST or HOST:PORT."""
+    raw_host, port = split_host_port(entry.strip())
+    return _bare(canonical_host(raw_host)), port
+
+
+def _site_host(site: str) -> str:
+    return _bare(parse_url(site if "//" in site else "http://" + site).host)
 
 
 class UrlPolicy:
@@ -69,41 +146,66 @@ class UrlPolicy:
         `strict`: every request, not only navigations, must stay on the sites or the
         allowed hosts (local mode: nothing but the local server)."""
         self.strict = strict
-        self.site_hosts = {_host_port(urllib.parse.urlsplit(s if "//" in s else "//" + s))[0] for s in sites}
-        self.allowed: set[tuple[str, int | None]] = set()
-        for entry in allow_hosts:
-            host, port = _host_port(urllib.parse.urlsplit("//" + entry.strip()))
-            self.allowed.add((host, port))
+        self.site_hosts = {_site_host(site) for site in sites}
+        self.allowed = {_allowance(entry) for entry in allow_hosts}
         self.blocked = collections.Counter()  # reason -> count
 
-    def _explicitly_allowed(self, host: str, port: int | None, scheme: str) -> bool:
-        default = {"http": 80, "https": 443}.get(scheme)
-        return (host, None) in self.allowed or (host, port if port is not None else default) in self.allowed
-
     def check(self, url: str, *, navigation: bool) -> str:
-        """"" if allowed, else the reason (and the block is counted and logged)."""
-        reason = self._reason(url, navigation)
+        """"" if allowed, else the reason (and the block is counted and logged). Host names
+        are not resolved here: `admit` does that."""
+        return self._record(url, self._reason(url, navigation, ALLOWED_SCHEMES)[0])
+
+    async def admit(self, url: str, *, navigation: bool, websocket: bool = False) -> str:
+        """`check`, and a host name must not resolve to an internal address. A WebSocket's
+        URL must be ws: or wss:, and its block is counted as "websocket"."""
+        reason, parsed = self._reason(url, navigation, WEBSOCKET_SCHEMES if websocket else ALLOWED_SCHEMES)
+        if not reason and self._is_name_to_resolve(parsed):
+            reason = await self._resolution_reason(parsed.host)
+        return self._record(url, reason, counted_as="websocket" if websocket else "")
+
+    def refuse(self, url: str, reason: str) -> None:
+        """Count and log a block decided elsewhere (a redirect without a readable target)."""
+        self._record(url, reason)
+
+    def count(self, reason: str) -> None:
+        self.blocked[reason] += 1
+
+    def _record(self, url: str, reason: str, counted_as: str = "") -> str:
         if reason:
-            self.blocked[reason.split(":")[0]] += 1
+            self.blocked[counted_as or reason.split(":")[0]] += 1
             logging.info("sandbox blocked %s (%s)", url[:200], reason)
         return reason
 
-    def _reason(self, url: str, navigation: bool) -> str:
-        parts = urllib.parse.urlsplit(url.strip())
-        scheme = parts.scheme.lower()
-        if scheme not in ALLOWED_SCHEMES:
-            if scheme == "about" and url.strip() == "about:blank":
-                return ""
-            return f"scheme: {scheme or 'none'} is not allowed"
-        host, port = _host_port(parts)
-        if not host:
-            return "host: missing"
-        if self._explicitly_allowed(host, port, scheme):
+    def _is_name_to_resolve(self, parsed: Url) -> bool:
+        """A domain (not an IP literal, not about:blank) that no allowance covers."""
+        return parsed.special and parse_ip_literal(parsed.host) is None and not self._explicitly_allowed(parsed)
+
+    def _explicitly_allowed(self, parsed: Url) -> bool:
+        host = _bare(parsed.host)
+        return (host, None) in self.allowed or (host, parsed.effective_port) in self.allowed
+
+    def _reason(self, url: str, navigation: bool, schemes: tuple[str, ...]) -> tuple[str, Url | None]:
+        """The reason to block `url` that its text gives (and the URL as the browser reads it)."""
+        try:
+            parsed = parse_url(url)
+        except NoScheme:
+            return "scheme: none is not allowed", None
+        except ValueError as error:
+            return f"host: {error}", None
+        if parsed.scheme not in schemes:
+            if str(parsed) == "about:blank" and schemes == ALLOWED_SCHEMES:
+                return "", parsed
+            return f"scheme: {parsed.scheme} is not allowed", parsed
+        return self._host_reason(parsed, navigation), parsed
+
+    def _host_reason(self, parsed: Url, navigation: bool) -> str:
+        host = _bare(parsed.host)
+        if self._explicitly_allowed(parsed):
             return ""
-        address = parse_ip_literal(host)
+        address = parse_ip_literal(parsed.host)
         if address is not None and is_internal(address):
-            return f"internal: {host} is a {type(address).__name__} internal address"
-        if host == "localhost" or host.endswith(".localhost"):
+            return f"internal: {parsed.host} is an internal address"
+        if host == "localhost" or host.endswith(".localhost"):  # Chromium resolves these itself, to loopback
             return f"internal: {host}"
         if self.strict:
             return f"offsite: {host} is not allowed"
@@ -111,14 +213,20 @@ class UrlPolicy:
             return f"offsite: {host} is not the task's site"
         return ""
 
-    def count(self, reason: str) -> None:
-        self.blocked[reason] += 1
+    @staticmethod
+    async def _resolution_reason(host: str) -> str:
+        try:
+            addresses = await resolved_addresses(host)
+        except OSError:  # a name nothing can reach; refused, as it cannot be checked
+            return f"unresolved: {host}"
+        internal = [str(a) for a in addresses if is_internal(a)]
+        return f"internal: {host} resolves to {', '.join(internal)}" if internal else ""
 
 
 def local_policy(origin: str) -> UrlPolicy:
     """Local mode: the local server's host:port and nothing else."""
-    netloc = urllib.parse.urlsplit(origin).netloc
-    return UrlPolicy([origin], [netloc], strict=True)
+    parsed = parse_url(origin)
+    return UrlPolicy([origin], [f"{parsed.host}:{parsed.effective_port}"], strict=True)
 
 
 # Installed in every document: popups and target=_blank links open in the same page, so
@@ -132,16 +240,54 @@ document.addEventListener('click', (event) => {
 """
 
 
-class Sandbox:
-    """Applies a UrlPolicy to one browser context and to the agent's `navigate`.
+_DEVTOOLS_ERRORS = {"blockedbyclient": "BlockedByClient", "namenotresolved": "NameNotResolved"}
 
-    In local mode the route matches only URLs off the local server, so ordinary requests
-    never make a round trip through Python (the local server never redirects off-site).
-    Elsewhere every request is checked, and because the browser follows a redirect
-    without routing it again, the request is fetched here hop by hop without following
-    redirects, every Location is checked, and only then is the first response handed to
-    the browser. (A server that redirects differently when the browser asks again could
-    slip one hop past this; an egress proxy would close that gap.)"""
+
+def _browser_error(reason: str) -> str:
+    """The network error a refused request fails with: a name that does not resolve fails as
+    such (what the agent would see anyway), anything else as blocked."""
+    return "namenotresolved" if reason.startswith("unresolved") else "blockedbyclient"
+
+
+def _same_origin(a: Url, b: Url) -> bool:
+    return (a.scheme, a.host, a.effective_port) == (b.scheme, b.host, b.effective_port)
+
+
+def redirected_request(status: int, method: str, headers: dict[str, str], body: bytes | None,
+                       crossing_origins: bool) -> tuple[str, dict[str, str], bytes | None]:
+    """The next hop's method, headers and body after a redirect, as the Fetch Standard's
+    HTTP-redirect fetch makes them. The Cookie header is dropped: Playwright adds the
+    context's cookies for the next URL (the first URL's would leak to another host)."""
+    headers = {k: v for k, v in headers.items() if k.lower() != "cookie"}
+    if (status in (301, 302) and method == "POST") or (status == 303 and method not in ("GET", "HEAD")):
+        method, body = "GET", b""  # b"", not None: given None, Playwright sends the first request's body
+        headers = {k: v for k, v in headers.items() if k.lower() not in _BODY_HEADERS}
+    if crossing_origins:
+        headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+    return method, headers, body
+
+
+class Sandbox:
+    """Applies a UrlPolicy to one episode: its browser context, its page and the agent's
+    `navigate`.
+
+    Each request is checked as the browser wrote it (Chromium's canonical URL), and no
+    site is ever asked twice, so none can answer the check one way and the browser
+    another:
+    - The page's own navigations go out as the browser's requests. Chromium follows their
+      redirects itself, where Playwright's routes see only the first request, so the
+      DevTools Fetch domain of the page pauses every later hop for the policy before it
+      is sent (`_check_redirect_hop`).
+    - Every other request (subresources, workers' fetches, frames' navigations) is fetched
+      here one hop at a time, each redirect target checked before it is requested, and the
+      browser is handed the last response (`_fetch_hop_by_hop`).
+    - WebSockets go through Playwright's WebSocket routing (`_guard_websocket`). That
+      routing is a script in the page, not in the network: a page that calls the script's
+      internals, or opens a WebSocket in a worker, goes around it. The local web's
+      Content-Security-Policy stops those (web/server.py); elsewhere only Chromium's
+      Local Network Access does, for pages from public addresses (docs/architecture.md).
+    In local mode the request route matches only URLs off the local server (ordinary
+    requests never make a round trip through Python) and refuses them all."""
 
     MAX_REDIRECTS = 10
 
@@ -149,14 +295,39 @@ class Sandbox:
         self.policy = policy
         self.to_browser_url = to_browser_url
         self.local_origin = local_origin
+        self.page = None  # the episode's one page (open_page)
+        self._redirect_hops = collections.Counter()  # Chromium's request id -> redirects followed
 
     def resolve(self, url: str) -> str:
-        """The browser URL for the agent's `navigate`; ValueError if it is not allowed."""
+        """The browser URL for the agent's `navigate`, written as it was checked; ValueError
+        if it is not allowed."""
         absolute = self.to_browser_url(url.strip())
         reason = self.policy.check(absolute, navigation=True)
         if reason:
             raise ValueError(f"navigation blocked ({reason})")
-        return absolute
+        return str(parse_url(absolute))
+
+    async def open_page(self, context):
+        """The episode's page, in `context` with every guard installed: the context's
+        (`install`) and the check of its navigations' redirects. Navigations of any other
+        page are refused."""
+        await self.install(context)
+        self.page = await context.new_page()
+        session = await context.new_cdp_session(self.page)
+        session.on("Fetch.requestPaused", lambda event: self._on_document_request(session, event))
+        await session.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "resourceType": "Document"}]})
+        return self.page
+
+    async def install(self, context) -> None:
+        """The context's guards: requests, WebSockets, popups."""
+        if self.local_origin:
+            elsewhere = re.compile("^(?!" + re.escape(self.local_origin + "/") + ")")
+            await context.route(elsewhere, self._guard_local)
+        else:
+            await context.route("**/*", self._guard)
+        await context.route_web_socket(re.compile(".*"), self._guard_websocket)
+        await context.add_init_script(SAME_PAGE_JS)
+        context.on("page", self._close_extra_page)
 
     async def _guard_local(self, route) -> None:
         """Only requests off the local server get here: all are refused."""
@@ -166,38 +337,104 @@ class Sandbox:
     async def _guard(self, route) -> None:
         request = route.request
         navigation = request.is_navigation_request()
-        if self.policy.check(request.url, navigation=navigation):
-            await route.abort("blockedbyclient")
+        if navigation and request.frame.page is not self.page:
+            await route.abort("blockedbyclient")  # a popup's (counted when it opened, closed as it opens)
             return
+        reason = await self.policy.admit(request.url, navigation=navigation)
+        if reason:
+            await route.abort(_browser_error(reason))
+            return
+        if navigation and request.frame.parent_frame is None:
+            await route.continue_()  # its redirects: _check_redirect_hop
+            return
+        await self._fetch_hop_by_hop(route)
+
+    async def _fetch_hop_by_hop(self, route) -> None:
+        """Fetch the request here without following redirects, check each Location before
+        requesting it, and hand the browser the last response. (Fetching a hop here and
+        letting the browser ask again would let the site answer the browser differently.)"""
         try:
-            first = hop = await route.fetch(max_redirects=0)
-            url = request.url
-            for _ in range(self.MAX_REDIRECTS):
-                location = hop.headers.get("location")
-                if hop.status not in (301, 302, 303, 307, 308) or not location:
-                    break
-                url = urllib.parse.urljoin(url, location)
-                if self.policy.check(url, navigation=navigation):
-                    await route.abort("blockedbyclient")
-                    return
-                hop = await route.fetch(url=url, method="GET", max_redirects=0)
-            else:  # still redirecting: the browser would follow the rest unchecked
-                self.policy.count("redirects")
-                await route.abort("blockedbyclient")
-                return
+            last = await self._follow_checked(route)
         except PlaywrightError:
             await route.abort("failed")
             return
-        await route.fulfill(response=first)
+        if last is None:
+            await route.abort("blockedbyclient")
+            return
+        response, redirected = last
+        await self._hand_over(route, response, redirected=redirected)
 
-    async def install(self, context) -> None:
-        if self.local_origin:
-            elsewhere = re.compile("^(?!" + re.escape(self.local_origin + "/") + ")")
-            await context.route(elsewhere, self._guard_local)
+    async def _follow_checked(self, route):
+        """(last response, whether redirects led to it) of the request's redirect chain, every
+        hop fetched here once; None if a hop is refused (counted)."""
+        request = route.request
+        navigation = request.is_navigation_request()
+        url, method, headers, body = parse_url(request.url), request.method, request.headers, request.post_data_buffer
+        response = await route.fetch(max_redirects=0)
+        for follows in range(self.MAX_REDIRECTS + 1):
+            location = response.headers.get("location")
+            if response.status not in REDIRECT_STATUSES or location is None:
+                return response, follows > 0
+            if follows == self.MAX_REDIRECTS:
+                self.policy.count("redirects")  # refused, as the browser would give up too
+                return None
+            target = await self._redirect_target(location, url, navigation)
+            if target is None:
+                return None
+            method, headers, body = redirected_request(response.status, method, headers, body,
+                                                       crossing_origins=not _same_origin(url, target))
+            url = target
+            response = await route.fetch(url=str(url), method=method, headers=headers, post_data=body,
+                                         max_redirects=0)
+
+    async def _redirect_target(self, location: str, base: Url, navigation: bool) -> Url | None:
+        """Where a redirect leads, read as the browser would read it; None if refused (counted)."""
+        try:
+            target = parse_url(location, base=base)
+        except ValueError as error:
+            self.policy.refuse(location, f"host: {error}")
+            return None
+        return None if await self.policy.admit(str(target), navigation=navigation) else target
+
+    @staticmethod
+    async def _hand_over(route, response, *, redirected: bool) -> None:
+        """Fulfil the browser's request with the checked response. After redirects its
+        cookies are already in the context (Playwright's fetch stored them for the URL that
+        set them); given to the browser they would be set for the first URL's host."""
+        if redirected:
+            headers = {k: v for k, v in response.headers.items() if k.lower() != "set-cookie"}
+            await route.fulfill(response=response, headers=headers)
         else:
-            await context.route("**/*", self._guard)
-        await context.add_init_script(SAME_PAGE_JS)
-        context.on("page", self._close_extra_page)
+            await route.fulfill(response=response)
+
+    async def _on_document_request(self, session, event: dict) -> None:
+        """Every document request of the page, paused by the DevTools Fetch domain: first
+        requests were checked by the route already, redirect hops are checked here."""
+        reason = await self._check_redirect_hop(event) if "redirectedRequestId" in event else ""
+        verdict = {"requestId": event["requestId"]}
+        try:
+            if reason:
+                error = _DEVTOOLS_ERRORS[_browser_error(reason)]
+                await session.send("Fetch.failRequest", {**verdict, "errorReason": error})
+            else:
+                await session.send("Fetch.continueRequest", verdict)
+        except PlaywrightError:  # the page is gone, and with it the request
+            pass
+
+    async def _check_redirect_hop(self, event: dict) -> str:
+        """"" if Chromium may follow this redirect of one of the page's navigations."""
+        chain = event["networkId"]  # one id for a navigation and all its redirects
+        self._redirect_hops[chain] += 1
+        if self._redirect_hops[chain] > self.MAX_REDIRECTS:
+            self.policy.count("redirects")
+            return "redirects"
+        return await self.policy.admit(event["request"]["url"], navigation=True)
+
+    async def _guard_websocket(self, websocket) -> None:
+        if await self.policy.admit(websocket.url, navigation=False, websocket=True):
+            await websocket.close(code=1008, reason="blocked by the sandbox")
+            return
+        websocket.connect_to_server()
 
     def _close_extra_page(self, page) -> None:
         if len(page.context.pages) > 1:  # the episode's own page is the first

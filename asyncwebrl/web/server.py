@@ -31,6 +31,12 @@ from asyncwebrl.web.sites import make_site
 LOGICAL_ORIGIN = "http://awr.local"
 EPISODE_COOKIE = "awr_episode"
 _MAX_BODY_BYTES = 64 * 1024
+# Pages may open WebSockets to this server only. The URL sandbox refuses others too, but a
+# WebSocket opened in a worker, or through the internals of Playwright's in-page WebSocket
+# routing, never reaches it; this policy holds for those as well (blob: workers inherit it
+# from their page). http(s) requests stay the sandbox's to refuse, and count ("http:" and
+# "https:" match no ws: or wss: URL).
+WEBSOCKETS_ONLY_HERE = "connect-src 'self' http: https:"
 
 
 class _QuietServer(http.server.ThreadingHTTPServer):
@@ -192,6 +198,7 @@ def _make_handler(web: LocalWeb):
             self.send_response(status)
             for name, value in headers.items():
                 self.send_header(name, value)
+            self.send_header("Content-Security-Policy", WEBSOCKETS_ONLY_HERE)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)
