@@ -9,9 +9,10 @@ and, every `--every` seconds, reads from /proc the trainer's resident memory, th
 open files, and its descendants' (the browsers') resident memory and count, and from the
 run's metrics.jsonl the update, the episodes, and the screenshot store's entries and bytes.
 After `--minutes` it stops the run with SIGTERM (the update in progress finishes and is
-checkpointed) and writes OUT/soak.jsonl (one sample per line), OUT/soak.png, and prints
-each series' spread over the window after `--settle` minutes: (max - min) / mean, which
-a run that stays flat keeps small. Extra arguments after `--` go to main.py.
+checkpointed) and writes OUT/soak.jsonl (one sample per line), OUT/soak.png and
+OUT/soak_report.json: for each series over the window after `--settle` minutes, its
+spread ((max - min) / mean) and its drift (the fitted line's change over the window / the
+mean), which a run that leaks shows and a flat one keeps near 0. Extra arguments after `--` go to main.py.
 
 The default is the bare system (a random tiny model on screenshots, real Chromium, groups
 without dynamic sampling so updates keep coming): the configuration that holds the most
@@ -27,6 +28,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -90,6 +93,38 @@ def spread(samples: list[dict], key: str) -> float | None:
     return 0.0 if mean == 0 else round((max(values) - min(values)) / mean, 4)
 
 
+def drift(samples: list[dict], key: str) -> float | None:
+    """The least-squares line's change over the window, as a fraction of the mean: what a
+    leak shows as, where (max - min) / mean also counts the ups and downs of a flat series."""
+    points = [(s["minute"], s[key]) for s in samples if s.get(key) is not None]
+    if len(points) < 3:
+        return None
+    xs, ys = np.array([p[0] for p in points], float), np.array([p[1] for p in points], float)
+    if ys.mean() == 0:
+        return 0.0
+    slope = np.polyfit(xs, ys, 1)[0]
+    return round(float(slope * (xs[-1] - xs[0]) / ys.mean()), 4)
+
+
+def by_thirds(samples: list[dict], key: str) -> list[dict] | None:
+    """Mean and max of the series in each third of the window: a leak raises both, from
+    third to third, where an update's transient buffers only make the max jump about."""
+    values = [s[key] for s in samples if s.get(key) is not None]
+    if len(values) < 3:
+        return None
+    return [{"mean": round(float(np.mean(part)), 1), "max": float(np.max(part))}
+            for part in np.array_split(np.asarray(values, float), 3)]
+
+
+def summarize(samples: list[dict], settle: float) -> dict:
+    settled = [s for s in samples if s["minute"] >= settle]
+    return {"samples": len(samples), "settle_minutes": settle,
+            "first": samples[0] if samples else None, "last": samples[-1] if samples else None,
+            "spread_after_settle": {key: spread(settled, key) for key in SERIES},
+            "drift_after_settle": {key: drift(settled, key) for key in SERIES},
+            "thirds_after_settle": {key: by_thirds(settled, key) for key in SERIES}}
+
+
 def plot(samples: list[dict], path: str) -> None:
     import matplotlib
 
@@ -114,9 +149,15 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=60.0, help="seconds between samples")
     parser.add_argument("--settle", type=float, default=15.0, help="minutes left out of the spreads (start-up)")
     parser.add_argument("--out", required=True, help="the run's workdir; the soak's files go there too")
+    parser.add_argument("--report-only", action="store_true", help="summarise OUT/soak.jsonl again, run nothing")
     parser.add_argument("main_args", nargs="*", help="after --: main.py's own flags (default: the bare system)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.report_only:
+        with open(os.path.join(args.out, "soak.jsonl")) as f:
+            samples = [json.loads(line) for line in f if line.strip()]
+        write_report(args.out, summarize(samples, args.settle), samples)
+        return
     command = [sys.executable, os.path.join(ROOT, "main.py"), f"--workdir={args.out}",
                *(args.main_args or BARE), *ENDLESS]
     log = open(os.path.join(args.out, "main.log"), "w")
@@ -141,13 +182,13 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 child.kill()
         log.close()
-    settled = [s for s in samples if s["minute"] >= args.settle]
-    report = {"command": command, "minutes": args.minutes, "samples": len(samples), "settle_minutes": args.settle,
-              "exit_code": child.returncode, "first": samples[0] if samples else None,
-              "last": samples[-1] if samples else None,
-              "spread_after_settle": {key: spread(settled, key) for key in SERIES}}
-    plot(samples, os.path.join(args.out, "soak.png"))
-    with open(os.path.join(args.out, "soak_report.json"), "w") as f:
+    write_report(args.out, {"command": command, "minutes": args.minutes, "exit_code": child.returncode,
+                            **summarize(samples, args.settle)}, samples)
+
+
+def write_report(out: str, report: dict, samples: list[dict]) -> None:
+    plot(samples, os.path.join(out, "soak.png"))
+    with open(os.path.join(out, "soak_report.json"), "w") as f:
         json.dump(report, f, indent=1)
     print(json.dumps(report, indent=1))
 

@@ -94,8 +94,8 @@ def bare() -> config_dict.ConfigDict:
     # prompt is 1.8k-3.6k; longer ones are refused (the episode ends as crashed, counted)
     config.sampler.capacity = 4096
     config.sampler.prompt_buckets = (2048, 4096)  # prefill lengths compiled
-    # requests whose prompts fit one bucket prefilled together, up to this many per call:
-    # cheaper calls on a GPU; 1 (one at a time) on a CPU, where the work grows with the rows
+    # requests whose prompts fit one bucket prefilled together, up to this many per call
+    # (for GPUs: fewer calls); 1 (one at a time) on a CPU, where the work grows with the rows
     config.sampler.prefill_rows = 1
     config.sampler.max_images = 2  # screenshots per prompt (history 1 -> 2)
     config.sampler.patches_per_image = 256  # embedded processor: at most 256x256 px = 256 patches

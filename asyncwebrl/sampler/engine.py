@@ -58,9 +58,10 @@ class EngineSettings:
     seed: int = 0
     vision_cache_entries: int = 64
     # Requests whose prompts fit one chunk are prefilled up to this many at a time, in one
-    # call (padded to a power of two of rows): on a GPU a call costs about the same for 1
-    # row as for 16. 1 = one at a time (on a CPU the work grows with the rows anyway, and
-    # every width is one more shape to compile).
+    # call (padded to a power of two of rows), sharing a call's fixed cost: meant for GPUs,
+    # where a small model's prefill is mostly that cost (not yet measured:
+    # benchmarks/sampler.py --prefill-rows). 1 = one at a time (on a CPU the work grows
+    # with the rows anyway, and every width is one more shape to compile).
     prefill_rows: int = 1
 
 
