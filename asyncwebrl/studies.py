@@ -45,9 +45,7 @@ class Study:
 
 def load_study(path: str) -> Study:
     """The study file's BASE, FLAGS, ARMS and SEEDS, checked (a ValueError names the field)."""
-    spec = importlib.util.spec_from_file_location("study", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _module_at(path)
     missing = [name for name in ("BASE", "FLAGS", "ARMS", "SEEDS") if not hasattr(module, name)]
     if missing:
         raise ValueError(f"{path}: a study defines BASE, FLAGS, ARMS and SEEDS; missing {missing}")
@@ -72,12 +70,18 @@ def load_study(path: str) -> Study:
 def base_config(base: str):
     """The ConfigDict of "configs/x.py" or "configs/x.py:variant", as main.py would load it."""
     path, _, variant = base.partition(":")
-    spec = importlib.util.spec_from_file_location("study_base", os.path.join(ROOT, path))
-    module = importlib.util.module_from_spec(spec)
     if ROOT not in sys.path:   # config files import their siblings as `configs.x`
         sys.path.insert(0, ROOT)
-    spec.loader.exec_module(module)
+    module = _module_at(os.path.join(ROOT, path))
     return module.get_config(variant) if variant else module.get_config()
+
+
+def _module_at(path: str):
+    """The Python file at `path`, run as a module of its own (study and config files)."""
+    spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def has_key(config, key: str) -> bool:

@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from asyncwebrl.runtime.rundir import read_metrics  # noqa: E402
 from benchmarks.browser_pool import descendants, rss_mib  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,11 +60,7 @@ def open_files(pid: int) -> int | None:
 
 def last_record(metrics_path: str) -> dict:
     """The newest RL line of metrics.jsonl ({} before the first update)."""
-    if not os.path.exists(metrics_path):
-        return {}
-    with open(metrics_path) as f:
-        lines = [json.loads(line) for line in f if line.strip()]
-    records = [r for r in lines if r.get("phase") == "rl"]
+    records = [r for r in read_metrics(metrics_path) if r.get("phase") == "rl"]
     return records[-1] if records else {}
 
 

@@ -212,20 +212,9 @@ def test_requests_leaving_the_local_web_are_aborted(web):
     """Defence in depth under `navigate`: whatever a page requests elsewhere never leaves."""
     environment = LocalEnvironment(web)
 
-    async def scenario():
-        async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
-            context = await browser.new_context()
-            await environment.episode_site(generate_tasks("test", 1)[0], "e-2").sandbox.install(context)
-            page = await context.new_page()
-            await page.goto(web.origin + "/shop-v1-s00/")
-            probe = "url => fetch(url).then(r => r.status, e => 'blocked')"
-            results = [await page.evaluate(probe, url) for url in
-                       (web.origin + "/shop-v1-s00/cart", "http://127.0.0.1:9/", "http://localhost:9/")]
-            await browser.close()
-            return results
-
-    assert asyncio.run(scenario()) == [200, "blocked", "blocked"]
+    probe = "url => fetch(url).then(r => r.status, e => 'blocked')"
+    urls = (web.origin + "/shop-v1-s00/cart", "http://127.0.0.1:9/", "http://localhost:9/")
+    assert _on_a_sandboxed_page(web, environment, "e-2", [(probe, url) for url in urls]) == [200, "blocked", "blocked"]
     assert environment.policy.blocked["internal"] == 2
 
 
@@ -253,20 +242,27 @@ WEBSOCKET_PROBES = {  # each resolves to the first message, or to how the socket
 }
 
 
-def _open_websockets(web, environment, url: str) -> dict[str, str]:
-    """Each of WEBSOCKET_PROBES from a sandboxed page of the local web, to `url`."""
+def _on_a_sandboxed_page(web, environment, episode_id: str, probes) -> list:
+    """Each (JS function of one argument, argument) of `probes` evaluated, in turn, on a page
+    of the local web whose context has the episode's sandbox installed."""
     async def scenario():
         async with async_playwright() as playwright:
             browser = await launch_browser(playwright)
             context = await browser.new_context()
-            await environment.episode_site(generate_tasks("test", 1)[0], "e-3").sandbox.install(context)
+            await environment.episode_site(generate_tasks("test", 1)[0], episode_id).sandbox.install(context)
             page = await context.new_page()
             await page.goto(web.origin + "/shop-v1-s00/")
-            results = {name: await page.evaluate(probe, url) for name, probe in WEBSOCKET_PROBES.items()}
+            results = [await page.evaluate(probe, arg) for probe, arg in probes]
             await browser.close()
             return results
 
     return asyncio.run(scenario())
+
+
+def _open_websockets(web, environment, url: str) -> dict[str, str]:
+    """Each of WEBSOCKET_PROBES from a sandboxed page of the local web, to `url`."""
+    results = _on_a_sandboxed_page(web, environment, "e-3", [(probe, url) for probe in WEBSOCKET_PROBES.values()])
+    return dict(zip(WEBSOCKET_PROBES, results))
 
 
 def test_finding_5_websockets_from_a_local_page_reach_nothing_but_the_local_server(web):

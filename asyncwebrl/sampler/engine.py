@@ -318,21 +318,27 @@ class Engine:
     def _sampling_key(self, index):
         return jax.random.fold_in(jax.random.key(self.settings.seed), index)
 
+    def _prompt_layout(self, slot: _Slot, block: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A prompt's ids, rotary positions (setting the slot's next position) and, for each
+        image token, its row in a features table where the request's images are block
+        `block` (one block of max_images images per request); -1 elsewhere."""
+        request, s, config = slot.request, self.settings, self.config
+        ids = np.asarray(request.input_ids, np.int32)
+        types = (ids == config.image_token_id).astype(np.int32) * IMAGE
+        positions, slot.position = sequence_positions(types, [im.grid_thw for im in request.images],
+                                                      config.vision.spatial_merge_size)
+        source = np.full(len(ids), -1, np.int32)
+        stride = s.patches_per_image // config.vision.merge_unit
+        per_image = [int(np.prod(im.grid_thw)) // config.vision.merge_unit for im in request.images]
+        if s.max_images and per_image:
+            first = block * s.max_images * stride
+            source[types == IMAGE] = np.concatenate([first + i * stride + np.arange(n) for i, n in enumerate(per_image)])
+        return ids, positions, source
+
     def _prefill_slot(self, index: int) -> None:
         slot = self._slots[index]
-        request, s = slot.request, self.settings
-        ids = np.asarray(request.input_ids, np.int32)
-        types = (ids == self.config.image_token_id).astype(np.int32) * IMAGE
-        positions, slot.position = sequence_positions(types, [im.grid_thw for im in request.images],
-                                                      self.config.vision.spatial_merge_size)
-        source = np.full(len(ids), -1, np.int32)
-        features = None
-        if s.max_images:
-            features = self._features(request.images)
-            stride = s.patches_per_image // self.config.vision.merge_unit
-            per_image = [int(np.prod(im.grid_thw)) // self.config.vision.merge_unit for im in request.images]
-            if per_image:
-                source[types == IMAGE] = np.concatenate([i * stride + np.arange(n) for i, n in enumerate(per_image)])
+        ids, positions, source = self._prompt_layout(slot)
+        features = self._features(slot.request.images) if self.settings.max_images else None
         started = time.perf_counter()
         start, token, logprob = 0, None, None
         while start < len(ids):
@@ -377,22 +383,13 @@ class Engine:
         source = np.full((width, bucket), -1, np.int32)
         targets = np.full(width, s.slots, np.int32)   # a slot index past the last: the write is dropped
         blocks = []
-        stride = s.patches_per_image // config.vision.merge_unit
-        for row, index in enumerate(indices):
-            request = self._slots[index].request
-            ids = np.asarray(request.input_ids, np.int32)
-            types = (ids == config.image_token_id).astype(np.int32) * IMAGE
-            row_positions, self._slots[index].position = sequence_positions(
-                types, [im.grid_thw for im in request.images], config.vision.spatial_merge_size)
-            tokens[row, :len(ids)], positions[:, row, :len(ids)], valid[row, :len(ids)] = ids, row_positions, 1
+        for row, index in enumerate(indices):   # row r's images are block r of the features table
+            ids, row_positions, row_source = self._prompt_layout(self._slots[index], block=row)
+            n = len(ids)
+            tokens[row, :n], positions[:, row, :n], valid[row, :n], source[row, :n] = ids, row_positions, 1, row_source
             targets[row] = index
             if s.max_images:
-                blocks.append(self._features(request.images))
-                per_image = [int(np.prod(im.grid_thw)) // config.vision.merge_unit for im in request.images]
-                if per_image:   # this row's images sit in block `row` of the features table
-                    first = row * s.max_images * stride
-                    source[row, :len(ids)][types == IMAGE] = np.concatenate(
-                        [first + i * stride + np.arange(n) for i, n in enumerate(per_image)])
+                blocks.append(self._features(self._slots[index].request.images))
         features = None
         if s.max_images:
             blocks += [self._features([])] * (width - len(indices))
