@@ -61,11 +61,12 @@ def make_policy(config, web: LocalWeb, store: ScreenshotStore):
     raise app.UsageError(f"unknown policy {config.policy!r}: choose model, oracle, random or scripted")
 
 
-def load_split(config, split: str, workdir: str | None):
-    """The split's tasks; a source may record them under workdir (local: workdir/tasks), unless workdir is None."""
+def load_split(config, split: str, workdir: str | None, field: str = "eval.split"):
+    """The split's tasks; a source may record them under workdir (local: workdir/tasks), unless
+    workdir is None. field: the config key that named the split, for the error."""
     source = environment_class(config.tasks.source)
     if split not in source.splits:
-        raise app.UsageError(f"eval.split: tasks.source={config.tasks.source} has the splits {source.splits}, "
+        raise app.UsageError(f"{field}: tasks.source={config.tasks.source} has the splits {source.splits}, "
                              f"not {split!r}")
     try:
         return source.tasks(config, split, workdir)
@@ -113,8 +114,13 @@ def train(config, workdir: str, leader: bool) -> None:
     from asyncwebrl.runtime.training import train as train_run  # JAX loads only when training
 
     record = workdir if leader else None   # process 0 writes the task lists
-    train_tasks = load_split(config, "train", record)
     test_tasks = evaluation_tasks(config, config.eval.split, record)
+    if config.train.split == "eval":   # a check that RL can fit tasks, not a held-out result
+        print(f"train.split=eval: RL trains on the {len(test_tasks)} evaluated tasks; "
+              "their success before -> after is not held out")
+        train_tasks = test_tasks
+    else:
+        train_tasks = load_split(config, config.train.split, record, field="train.split")
     train_run(config, workdir, train_tasks, test_tasks)
 
 

@@ -24,6 +24,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,6 +33,7 @@ from asyncwebrl.runtime.evaluate import wilson_interval
 from asyncwebrl.runtime.rundir import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STOP_GRACE_S = 300.0   # how long a stopped run may take to finish its update and checkpoint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,22 +126,47 @@ def run(study: Study, out: str, parallel: int = 1) -> list[tuple[str, int, int]]
     print(f"[study] {study.name}: {len(pending)} of {len(study.arms) * len(study.seeds)} runs to go, "
           f"{parallel} at a time", flush=True)
     running, results = {}, []
-    while pending or running:
-        while pending and len(running) < parallel:
-            arm, seed = pending.pop(0)
-            os.makedirs(workdir(out, arm, seed), exist_ok=True)
-            log = open(os.path.join(workdir(out, arm, seed), "main.log"), "a")
-            process = subprocess.Popen(command(study, arm, seed, out), cwd=ROOT, env=env, stdout=log,
-                                       stderr=subprocess.STDOUT)
-            running[process] = (arm, seed, log, time.monotonic())
-        time.sleep(1.0)
-        for process in [p for p in running if p.poll() is not None]:
-            arm, seed, log, started = running.pop(process)
+    previous_handler = signal.signal(signal.SIGTERM, _raise_stop)
+    try:
+        while pending or running:
+            while pending and len(running) < parallel:
+                arm, seed = pending.pop(0)
+                os.makedirs(workdir(out, arm, seed), exist_ok=True)
+                log = open(os.path.join(workdir(out, arm, seed), "main.log"), "a")
+                process = subprocess.Popen(command(study, arm, seed, out), cwd=ROOT, env=env, stdout=log,
+                                           stderr=subprocess.STDOUT)
+                running[process] = (arm, seed, log, time.monotonic())
+            time.sleep(1.0)
+            for process in [p for p in running if p.poll() is not None]:
+                arm, seed, log, started = running.pop(process)
+                log.close()
+                results.append((arm, seed, process.returncode))
+                print(f"[study] {arm} seed {seed}: exit {process.returncode} after {time.monotonic() - started:.0f} s "
+                      f"({workdir(out, arm, seed)}/main.log)", flush=True)
+    except (KeyboardInterrupt, _Stop):
+        # each run checkpoints on SIGTERM and resumes on the next `run`: stop them, and wait
+        print(f"[study] stopping {len(running)} running run(s); `run` again resumes them", flush=True)
+        for process in running:
+            process.terminate()
+        for process, (arm, seed, log, _) in running.items():
+            try:   # a run finishes its update in progress before it checkpoints
+                code = process.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                code = process.wait()
+            results.append((arm, seed, code))
             log.close()
-            results.append((arm, seed, process.returncode))
-            print(f"[study] {arm} seed {seed}: exit {process.returncode} after {time.monotonic() - started:.0f} s "
-                  f"({workdir(out, arm, seed)}/main.log)", flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
     return results
+
+
+class _Stop(Exception):
+    """SIGTERM reached the study runner."""
+
+
+def _raise_stop(signum, frame):
+    raise _Stop()
 
 
 # ---------------------------------------------------------------- the report

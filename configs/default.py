@@ -188,6 +188,9 @@ def bare() -> config_dict.ConfigDict:
     # -- training (python main.py) -------------------------------------------------------
     config.train = config_dict.ConfigDict()
     config.train.max_updates = 3  # RL updates (learner versions published)
+    # the split RL draws its tasks from; "eval" = the very tasks evaluated, a check that RL can
+    # fit the tasks it trains on (their before -> after is then not a held-out result)
+    config.train.split = "train"
     config.train.checkpoint_every = 1  # updates between checkpoints (and one on SIGTERM)
     config.train.keep_checkpoints = 2
     # True: a workdir whose metrics.jsonl records RL updates but which holds no checkpoint

@@ -79,3 +79,32 @@ def test_every_arm_runs_in_a_workdir_of_its_own_and_one_report_reads_them(tmp_pa
     assert open(os.path.join(out, "report.png"), "rb").read(4) == b"\x89PNG"
     # finished runs are not run again
     assert studies.run(study, out, parallel=2) == []
+
+
+def test_a_stopped_study_stops_its_runs_and_waits_for_their_checkpoints(tmp_path, monkeypatch):
+    """SIGTERM to the runner reaches every running run (main.py checkpoints on it) and the
+    runner waits for them, so no run is left behind writing to its workdir."""
+    import signal
+    import sys
+    import threading
+    study = studies.load_study(write_study(tmp_path, STUDY.format(FLAGS={})))
+    run_script = ("import signal, sys, time\n"
+                  "def stop(*_):\n"
+                  "    open(sys.argv[1], 'w').write('checkpointed'); sys.exit(0)\n"
+                  "signal.signal(signal.SIGTERM, stop)\n"
+                  "open(sys.argv[1] + '.started', 'w').close()\n"
+                  "time.sleep(60)\n")
+    monkeypatch.setattr(studies, "command", lambda study, arm, seed, out: [
+        sys.executable, "-c", run_script, os.path.join(studies.workdir(out, arm, seed), "stopped")])
+    out = str(tmp_path / "study")
+    markers = [os.path.join(out, arm, "seed0", "stopped") for arm in ("sync", "async")]
+
+    def stop_when_both_started():
+        while not all(os.path.exists(m + ".started") for m in markers):
+            threading.Event().wait(0.1)
+        os.kill(os.getpid(), signal.SIGTERM)
+    threading.Thread(target=stop_when_both_started, daemon=True).start()
+    results = studies.run(study, out, parallel=2)
+    assert sorted(results) == [("async", 0, 0), ("sync", 0, 0)]
+    assert all(open(m).read() == "checkpointed" for m in markers)
+    assert signal.getsignal(signal.SIGTERM) is not studies._raise_stop   # the runner's handler is gone

@@ -94,7 +94,7 @@ def _train(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStor
         run.write_json("eval.json", after)
     if not distributed.is_leader():
         return {}
-    summary = closing_summary(run, before, after)
+    summary = closing_summary(run, before, after, train_split=config.train.split)
     run.write_json("summary.json", summary)
     return summary
 
@@ -182,11 +182,13 @@ def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], l
     return summary
 
 
-def closing_summary(run: RunDirectory, before: dict | None, after: dict | None) -> dict:
+def closing_summary(run: RunDirectory, before: dict | None, after: dict | None, train_split: str = "train") -> dict:
+    """train_split "eval": RL trained on the evaluated tasks, so they are not held out."""
     records = [r for r in run.records() if r.get("phase") == "rl"]
     last = records[-1] if records else {}
     before, after = before or {}, after or {}
     summary = {
+        "train_split": train_split,
         "success_before": before.get("success_rate"), "success_after": after.get("success_rate"),
         "interval_95_before": before.get("interval_95"), "interval_95_after": after.get("interval_95"),
         "by_difficulty_before": before.get("by_difficulty"), "by_difficulty_after": after.get("by_difficulty"),
@@ -201,7 +203,8 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None) 
     }
     if distributed.is_leader():
         summary["plot"] = plot_training(records, before or None, after or None, run.file("training.png"))
-    print("[summary] held-out success before -> after RL (95% Wilson interval): "
+    evaluated = "held-out" if train_split != "eval" else "trained-on (train.split=eval, not held out)"
+    print(f"[summary] {evaluated} success before -> after RL (95% Wilson interval): "
           f"{_with_interval(before)} -> {_with_interval(after)}")
     for level, row in after.get("by_difficulty", {}).items():
         print(f"[summary]   {level}: {_with_interval(before.get('by_difficulty', {}).get(level, {}))} -> "
