@@ -76,9 +76,11 @@ def load_split(config, split: str, workdir: str | None, field: str = "eval.split
 
 def evaluation_tasks(config, split: str, workdir: str | None):
     """The tasks evaluated: eval.num_tasks of the split, as the source picks them (spread
-    over difficulty levels; MiniWoB++: cycling over the configured pages, a new seed each round)."""
+    over difficulty levels; MiniWoB++: cycling over the configured pages, a new seed each round),
+    each eval.samples times in a row."""
     tasks = load_split(config, split, workdir)
-    return environment_class(config.tasks.source).evaluated(tasks, config.eval.num_tasks, config.seed)
+    chosen = environment_class(config.tasks.source).evaluated(tasks, config.eval.num_tasks, config.seed)
+    return [task for task in chosen for _ in range(config.eval.samples)]
 
 
 def run_episodes(config, tasks, web: LocalWeb, phase: str) -> tuple[list[Trajectory], float]:

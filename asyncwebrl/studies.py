@@ -313,6 +313,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True, help="the study's directory: one workdir per arm and seed")
     parser.add_argument("--parallel", type=int, default=1, help="runs at once (run)")
     parser.add_argument("--seeds", default="", help="a comma-separated subset of the study's seeds (default: all)")
+    parser.add_argument("--arms", default="", help="a comma-separated subset of the study's arms (default: all)")
     args = parser.parse_args(argv)
     study = load_study(args.study)
     if args.seeds:
@@ -320,6 +321,11 @@ def main(argv=None) -> int:
         if not set(chosen) <= set(study.seeds):
             raise SystemExit(f"--seeds {args.seeds}: the study's seeds are {list(study.seeds)}")
         study = dataclasses.replace(study, seeds=chosen)
+    if args.arms:
+        names = args.arms.split(",")
+        if not set(names) <= set(study.arms):
+            raise SystemExit(f"--arms {args.arms}: the study's arms are {list(study.arms)}")
+        study = dataclasses.replace(study, arms={name: study.arms[name] for name in names})
     os.makedirs(args.out, exist_ok=True)
     failed = []
     if args.action == "run":

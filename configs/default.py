@@ -184,6 +184,9 @@ def bare() -> config_dict.ConfigDict:
     config.eval.split = "test"  # train | unseen (new sites of the training layouts) | test (unseen layouts)
     config.eval.num_tasks = 6  # spread evenly over easy / medium / hard (0: no evaluation)
     config.eval.temperature = 0.0  # model policy: greedy
+    # episodes per evaluated task: > 1 (at a temperature > 0) adds pass@k and the share of
+    # tasks whose episodes disagree, the groups RL could learn from (eval.json "samples")
+    config.eval.samples = 1
 
     # -- training (python main.py) -------------------------------------------------------
     config.train = config_dict.ConfigDict()

@@ -44,6 +44,23 @@ def test_an_empty_level_is_null_and_an_all_failed_one_is_zero():
     assert summarize([episode("hard")])["success_rate"] == 0.0
 
 
+def test_several_episodes_per_task_give_pass_at_k_and_the_share_of_tasks_that_disagree():
+    """eval.samples = 3: task easy-0 succeeds once in three (mixed), easy-1 never, medium-0
+    always; pass@3 counts a task once if any episode succeeded. A crashed episode is not scored."""
+    episodes = ([episode("easy", reward=r, index=0) for r in (0.0, 1.0, 0.0)]
+                + [episode("easy", reward=0.0, index=1) for _ in range(3)]
+                + [episode("medium", reward=1.0) for _ in range(2)] + [episode("medium", "crashed", None)])
+    summary = summarize(episodes)
+    assert summary["success_rate"] == round(3 / 8, 3)     # over the scored episodes
+    samples = summary["samples"]
+    assert (samples["tasks"], samples["episodes_per_task"]) == (3, round(8 / 3, 3))
+    assert samples["pass_at_k"] == round(2 / 3, 3) and samples["mixed_outcomes"] == round(1 / 3, 3)
+    assert samples["by_difficulty"]["easy"] == {"tasks": 2, "pass_at_k": 0.5, "mixed_outcomes": 0.5}
+    assert samples["by_difficulty"]["hard"] == {"tasks": 0, "pass_at_k": None, "mixed_outcomes": None}
+    assert "3 tasks x 2.667 episodes: pass@k 66.7%, tasks with mixed outcomes 33.3%" in format_table(summary)
+    assert "samples" not in summarize([episode("easy"), episode("easy", index=1)])   # one episode per task
+
+
 def table_rows(table: str) -> dict[str, list[str]]:
     return {line.split()[0]: line.split()[1:] for line in table.splitlines()}
 

@@ -144,10 +144,34 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
         "action_errors": sum(1 for s in steps if s.action_error),  # invalid responses and failed actions
         "total_steps": sum(len(t.steps) for t in trajectories),
     }
+    samples = samples_per_task(scored)
+    if samples is not None:
+        summary["samples"] = samples
     if wall_seconds:
         summary["wall_seconds"] = round(wall_seconds, 2)
         summary["steps_per_second"] = round(summary["total_steps"] / wall_seconds, 2)
     return summary
+
+
+def samples_per_task(scored: list[Trajectory]) -> dict | None:
+    """With several scored episodes of a task (eval.samples > 1): pass@k (the share of tasks
+    any of whose k episodes succeeded, k their number), overall and by level, and the share
+    of tasks whose episodes disagree, the tasks a group-relative advantage can learn from.
+    None when no task was run more than once."""
+    by_task: dict[str, list[Trajectory]] = {}
+    for t in scored:
+        by_task.setdefault(t.task.task_id, []).append(t)
+    if not by_task or max(len(episodes) for episodes in by_task.values()) < 2:
+        return None
+
+    def shares(groups: list[list[Trajectory]]) -> dict:
+        return {"tasks": len(groups),
+                "pass_at_k": _mean([float(any(t.success for t in g)) for g in groups]),
+                "mixed_outcomes": _mean([float(len({t.success for t in g}) > 1) for g in groups])}
+
+    groups = list(by_task.values())
+    return {"episodes_per_task": _mean([len(g) for g in groups]), **shares(groups),
+            "by_difficulty": {level: shares([g for g in groups if g[0].task.level == level]) for level in LEVELS}}
 
 
 def format_table(summary: dict, *, families: bool = False) -> str:
@@ -163,6 +187,10 @@ def format_table(summary: dict, *, families: bool = False) -> str:
         for name, row in summary["by_family"].items():
             lines.append(f"{name:<{width}} {row['episodes']:>8} {_percent(row['success_rate']):>8}")
     lines.append(f"{'overall':<10} {summary['episodes']:>8} {_percent(summary['success_rate']):>8}")
+    if summary.get("samples"):
+        samples = summary["samples"]
+        lines.append(f"{samples['tasks']} tasks x {samples['episodes_per_task']} episodes: pass@k "
+                     f"{_percent(samples['pass_at_k'])}, tasks with mixed outcomes {_percent(samples['mixed_outcomes'])}")
     extras = {k: summary.get(k) for k in ("crashed", "blocked", "unknown_reward", "mean_steps_success",
                                           "mean_steps_failure", "action_errors", "wall_seconds", "steps_per_second")}
     lines.append("  ".join(f"{k}={v}" for k, v in extras.items() if v is not None))

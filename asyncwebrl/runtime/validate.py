@@ -14,6 +14,7 @@ MINIMUMS = {
     "browser.pages": 1,
     "browser.pages_per_browser": 1,   # the pool divides by it
     "eval.num_tasks": 0,              # 0: no evaluation; negative would slice off the end
+    "eval.samples": 1,                # episodes per evaluated task
     "train.checkpoint_every": 1,      # an update modulo it
     "train.keep_checkpoints": 1,      # 0 deleted every checkpoint as it was written
     "rl.eta": 0,                      # 0 = synchronous RL

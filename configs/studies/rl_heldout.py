@@ -1,0 +1,42 @@
+"""Study: does RL that fits its training tasks carry over to new sites? (rl_fit.py's runs, on held-out tasks)
+
+    python3 -m asyncwebrl.studies run configs/studies/rl_heldout.py --out runs/studies/rl_heldout --parallel 2 --seeds 0
+
+configs/studies/rl_fit.py showed that 12 updates of this recipe raise success on the
+tasks trained on by 11-12 points. Here RL draws from the training sites (train.split=train)
+and is judged on the 120 tasks of the `unseen` split (new sites of the training layouts),
+with the same updates (arms grpo, raft), and with more than three times as many (grpo_40:
+does volume bring transfer?).
+
+For one H200 and its 16 host cores (browser-free driver): grpo and raft together take ~4
+minutes; grpo_40 alone ~8 (`--arms grpo_40`).
+"""
+
+BASE = "configs/warm_start.py"
+FLAGS = {
+    "model.path": "assets/warm_start",   # the embedded default's warm start
+    "sft.steps": 0,
+    "eval.split": "unseen",
+    "eval.num_tasks": 120,
+    "train.split": "train",              # RL trains on the training sites
+    "train.checkpoint_every": 4,
+    "rl.group_size": 8,
+    "rl.groups_per_batch": 4,
+    "rl.max_running_groups": 16,
+    "browser.pages": 64,
+    "sampler.slots": 64,
+    "sampler.prefill_rows": 16,
+    "model.attention": "pallas",
+    "model.compute_dtype": "bfloat16",
+    "learner.rows_per_microbatch": 32,
+    "learner.epochs": 3,
+    "learner.minibatches": 2,
+    "optimizer.learning_rate": 3e-5,
+    "optimizer.final_lr_fraction": 1.0,
+}
+ARMS = {
+    "grpo": {"loss.kind": "grpo", "train.max_updates": 12},
+    "raft": {"loss.kind": "raft", "train.max_updates": 12},
+    "grpo_40": {"loss.kind": "grpo", "train.max_updates": 40},
+}
+SEEDS = (0, 1, 2)
