@@ -42,6 +42,12 @@ class Task:
     def level(self) -> str:
         return difficulty_level(self.difficulty)
 
+    @property
+    def template(self) -> str:
+        """What kind of task this is: the local web's task template (e.g. "directory.head"),
+        else the WebGym domain. Tasks of one template share their skill."""
+        return (self.local or {}).get("template", self.domain)
+
     def step_limit(self, phase: str) -> int:
         """phase: "train" or "test" (docs/algorithm.md#step-limits)."""
         return STEP_LIMITS[phase][self.level]

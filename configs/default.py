@@ -222,6 +222,9 @@ def bare() -> config_dict.ConfigDict:
     # tiny warm-started policy rarely succeeds, and waiting for informative groups would
     # stall the embedded run; instruct.py / thinking.py keep it on, as the paper does.
     config.rl.dynamic_sampling = False
+    # Which task a new group runs: uniform (over levels, then tasks) | learnable (over levels,
+    # then templates by the chance that a group of them has mixed outcomes: asyncwebrl/runtime/groups.py)
+    config.rl.task_sampling = "uniform"
     config.rl.temperature = 1.0  # sampling temperature in training (the learner's log-probs use it too)
     config.rl.relaunch_browsers_each_round = False  # the WebGym-style synchronous baseline
 

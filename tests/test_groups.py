@@ -8,7 +8,7 @@ import time
 import pytest
 
 from asyncwebrl.records import Step, Task, Trajectory
-from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, TaskSampler
+from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, LearnableTaskSampler, TaskSampler, make_task_sampler
 from asyncwebrl.runtime.orchestrator import NextBatch
 
 TASKS = [Task(task_id=f"t{i}", task_name="x", website="http://a/", difficulty=d) for i, d in
@@ -40,6 +40,58 @@ def test_task_sampler_is_uniform_over_levels_and_resumes_in_sequence():
     assert all(900 < levels[level] < 1100 for level in ("easy", "medium", "hard")), levels
     resumed = TaskSampler(TASKS, seed=3, position=1000)
     assert [resumed.draw().task_id for _ in range(50)] == [t.task_id for t in drawn[1000:1050]]
+
+
+def templated(template: str, count: int, difficulty: int = 1) -> list[Task]:
+    return [Task(task_id=f"{template}/{i}", task_name="x", website="http://a/", difficulty=difficulty,
+                 local={"template": template}) for i in range(count)]
+
+
+def test_the_learnable_sampler_draws_templates_whose_groups_disagree_and_keeps_trying_the_rest():
+    """Three easy templates: one always solved, one never, one half the time (48 episodes
+    each seen). Groups of 8 of the mixed one are almost surely informative, of the other two
+    almost never: it gets most draws, the settled ones a few each (never none)."""
+    tasks = templated("solved", 30) + templated("unsolved", 30) + templated("mixed", 5)
+    sampler = LearnableTaskSampler(tasks, seed=0, group_size=8)
+    assert 0.6 < sampler.mixed_group_chance("mixed") < 0.62   # untried: worth trying
+    for _ in range(6):
+        sampler.observe(tasks[0], [True] * 8)
+        sampler.observe(tasks[30], [False] * 8)
+        sampler.observe(tasks[60], [True, False] * 4)
+    chance = {name: sampler.mixed_group_chance(name) for name in ("solved", "unsolved", "mixed")}
+    assert chance["mixed"] > 0.98 and 0.05 < chance["solved"] < 0.1, chance
+    assert chance["solved"] == pytest.approx(chance["unsolved"])
+    drawn = collections.Counter(sampler.draw().template for _ in range(3000))
+    assert drawn["mixed"] > 2400 and drawn["solved"] > 30 and drawn["unsolved"] > 30, drawn
+    # uniform draws would give the 5 mixed tasks 5/65 of the draws
+    assert collections.Counter(t.template for t in (TaskSampler(tasks, 0).draw() for _ in range(3000)))["mixed"] < 400
+
+
+def test_the_learnable_sampler_resumes_from_its_checkpointed_state():
+    tasks = templated("a", 4) + templated("b", 4) + templated("c", 4, difficulty=8)
+    sampler = make_task_sampler("learnable", tasks, seed=5, state={}, group_size=4)
+    for _ in range(20):
+        task = sampler.draw()
+        sampler.observe(task, [task.template == "a"] * 3 + [False])
+    resumed = make_task_sampler("learnable", tasks, seed=5, state=sampler.state(), group_size=4)
+    assert [resumed.draw().task_id for _ in range(30)] == [sampler.draw().task_id for _ in range(30)]
+    assert make_task_sampler("uniform", tasks, seed=5, state={"task_position": 3}, group_size=4).position == 3
+    with pytest.raises(ValueError, match="rl.task_sampling"):
+        make_task_sampler("curious", tasks, seed=5, state={}, group_size=4)
+
+
+def test_every_finished_group_reaches_the_sampler_trained_or_dropped():
+    released, seen = [], []
+
+    class Recording(TaskSampler):
+        def observe(self, task, successes):
+            seen.append((task.task_id, successes))
+    buffer = make_buffer(released, sampler=Recording(TASKS, seed=1), dynamic_sampling=True)
+    first, second = buffer.admit(), buffer.admit()
+    complete(buffer, first, [1.0, 0.0])
+    complete(buffer, second, [0.0, 0.0])   # uniform: dropped, and still observed
+    assert seen == [(first.task.task_id, [True, False]), (second.task.task_id, [False, False])]
+    assert buffer.counts.dropped_uniform == 1
 
 
 def test_synchronous_gate_admits_one_batch_per_version():

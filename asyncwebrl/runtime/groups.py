@@ -55,7 +55,82 @@ class TaskSampler:
     def draw(self) -> Task:
         rng = random.Random(f"{self.seed}:{self.position}")
         self.position += 1
-        return rng.choice(rng.choice(self.levels))
+        return self._within_level(rng, rng.randrange(len(self.levels)))   # = rng.choice(self.levels)
+
+    def _within_level(self, rng: random.Random, level: int) -> Task:
+        return rng.choice(self.levels[level])
+
+    def observe(self, task: Task, successes: list[bool]) -> None:
+        """The scored episodes of a finished group of `task` (every group, trained or dropped)."""
+
+    def state(self) -> dict:
+        """What a checkpoint keeps to resume the same sequence (restored by make_task_sampler)."""
+        return {"task_position": self.position}
+
+
+class LearnableTaskSampler(TaskSampler):
+    """Uniform over difficulty levels, then over the level's templates in proportion to the
+    chance that a group of G episodes of that template has mixed outcomes (the only groups a
+    group-relative advantage learns from), then uniform within the template.
+
+    A template whose episodes succeeded s times and failed f times has success p ~ Beta(s + 1/2,
+    f + 1/2) (Jeffreys), and a group of G is mixed with probability 1 - E[p^G] - E[(1-p)^G].
+    A template not yet tried scores 0.61 for G = 8, so it is tried early; one that always
+    fails (or always succeeds) sinks towards 0 but is still drawn now and then, so it comes
+    back when the policy starts to succeed on it. With a warm start whose outcome is nearly
+    fixed per task, uniform draws leave three groups in four uniform (BENCHMARKS.md "RL from
+    the shipped warm start at GPU scale"); this spends the episodes where there is signal.
+    The outcomes are part of the checkpoint, so a resumed run draws the same sequence."""
+
+    def __init__(self, tasks: list[Task], seed: int = 0, position: int = 0, *, group_size: int,
+                 outcomes: dict[str, list[int]] | None = None):
+        super().__init__(tasks, seed, position)
+        self.group_size = group_size
+        self.outcomes = {template: list(counts) for template, counts in (outcomes or {}).items()}  # [s, f]
+        self.by_template = [_grouped_by_template(level) for level in self.levels]
+
+    def _within_level(self, rng: random.Random, level: int) -> Task:
+        templates = self.by_template[level]
+        names = sorted(templates)
+        weights = [self.mixed_group_chance(name) for name in names]
+        return rng.choice(templates[rng.choices(names, weights=weights)[0]])
+
+    def mixed_group_chance(self, template: str) -> float:
+        successes, failures = self.outcomes.get(template, (0, 0))
+        a, b = successes + 0.5, failures + 0.5
+        all_succeed = all_fail = 1.0
+        for i in range(self.group_size):   # E[p^G] and E[(1-p)^G] under Beta(a, b)
+            all_succeed *= (a + i) / (a + b + i)
+            all_fail *= (b + i) / (a + b + i)
+        return max(1.0 - all_succeed - all_fail, 0.0)
+
+    def observe(self, task: Task, successes: list[bool]) -> None:
+        counts = self.outcomes.setdefault(task.template, [0, 0])
+        counts[0] += sum(successes)
+        counts[1] += len(successes) - sum(successes)
+
+    def state(self) -> dict:
+        return {"task_position": self.position, "task_outcomes": {t: list(c) for t, c in self.outcomes.items()}}
+
+
+def _grouped_by_template(tasks: list[Task]) -> dict[str, list[Task]]:
+    grouped = collections.defaultdict(list)
+    for task in tasks:
+        grouped[task.template].append(task)
+    return dict(grouped)
+
+
+TASK_SAMPLING = ("uniform", "learnable")   # rl.task_sampling
+
+
+def make_task_sampler(kind: str, tasks: list[Task], seed: int, state: dict, group_size: int) -> TaskSampler:
+    """rl.task_sampling's sampler, resumed from a checkpoint's `state` (TaskSampler.state())."""
+    if kind == "uniform":
+        return TaskSampler(tasks, seed, position=state.get("task_position", 0))
+    if kind == "learnable":
+        return LearnableTaskSampler(tasks, seed, position=state.get("task_position", 0), group_size=group_size,
+                                    outcomes=state.get("task_outcomes"))
+    raise ValueError(f"rl.task_sampling must be one of {TASK_SAMPLING}, got {kind!r}")
 
 
 @dataclasses.dataclass
@@ -171,6 +246,7 @@ class GroupBuffer:
         leaving = [t for t in group.members if t not in scored]
         self.release([k for t in leaving for k in t.screenshot_keys()])
         group.members = scored
+        self.sampler.observe(group.task, [t.success for t in scored])
         if len(scored) < 2:
             self.counts.dropped_too_few += 1
             self.release(group.screenshot_keys())

@@ -43,7 +43,7 @@ from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.build import build_model, make_engine, make_learner, make_model_policy
 from asyncwebrl.runtime.demonstrations import demonstrate
 from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize
-from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, TaskSampler
+from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, make_task_sampler
 from asyncwebrl.runtime.orchestrator import Orchestrator, PoolSettings, RLSettings
 from asyncwebrl.runtime.rows import step_rows
 from asyncwebrl.runtime.rundir import FollowerDirectory, Progress, RunDirectory, read_metrics
@@ -240,7 +240,7 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
     orchestrator = make_orchestrator(
         config, learner=learner, engine=engine, policy=make_model_policy(config, engine, processor, store),
         environment=make_environment(config, web, store), store=store, processor=processor, tasks=train_tasks,
-        task_position=own["task_position"], counts=GroupCounts(**own["counts"]))
+        sampler_state=own, counts=GroupCounts(**own["counts"]))
     log = UpdateLog(config, run, checkpoints, orchestrator, updates_done=runtime["updates"])
     orchestrator.on_update = log.after_update
 
@@ -306,8 +306,7 @@ class UpdateLog:
 
     def checkpoint(self, update: int) -> None:
         buffer = self.orchestrator.buffer
-        processes = distributed.gather([{"task_position": buffer.sampler.position,
-                                         "counts": dataclasses.asdict(buffer.counts)}])
+        processes = distributed.gather([{**buffer.sampler.state(), "counts": dataclasses.asdict(buffer.counts)}])
         self.checkpoints.save(update, self.orchestrator.learner.state, {"updates": update, "processes": processes})
         self.saved = update
 
@@ -363,7 +362,7 @@ def learner_record(measured: dict) -> dict:
 
 
 def make_orchestrator(config, *, learner, engine, policy, environment, store: ScreenshotStore, processor,
-                      tasks: list[Task], task_position: int = 0, counts: GroupCounts | None = None,
+                      tasks: list[Task], sampler_state: dict | None = None, counts: GroupCounts | None = None,
                       on_update=lambda update, measured, groups: None, make_pool=None) -> Orchestrator:
     """The asynchronous trainer of config.rl / config.loss, with its group buffer
     (orchestrator.buffer) drawing from `tasks`; a synchronous one when config.rl.eta = 0.
@@ -373,7 +372,8 @@ def make_orchestrator(config, *, learner, engine, policy, environment, store: Sc
     # each process collects its part of every update, from a task sequence of its own
     buffer = GroupBuffer(group_size=rl.group_size, eta=rl.eta, max_running=rl.max_running_groups,
                          groups_per_batch=distributed.per_process(rl.groups_per_batch, "rl.groups_per_batch"),
-                         sampler=TaskSampler(tasks, config.seed + jax.process_index(), position=task_position),
+                         sampler=make_task_sampler(rl.task_sampling, tasks, config.seed + jax.process_index(),
+                                                   sampler_state or {}, rl.group_size),
                          release=store.free, version=learner.version, counts=counts or GroupCounts(),
                          dynamic_sampling=rl.dynamic_sampling, pacing=rl.pace_admission)
     return Orchestrator(
@@ -386,7 +386,7 @@ def make_orchestrator(config, *, learner, engine, policy, environment, store: Sc
 
 
 def own_runtime(runtime: dict) -> dict:
-    """This process's task-sampler position and counters from a checkpoint's runtime.
+    """This process's task-sampler state and counters from a checkpoint's runtime.
     Resumed on more processes than saved it, the new ones start afresh (each has a task
     sequence of its own); on fewer, the positions and counters of the missing ones are dropped."""
     processes = runtime["processes"]

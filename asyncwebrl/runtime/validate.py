@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from asyncwebrl.envs import SOURCES
 from asyncwebrl.learner.choices import LOSS_KINDS, NORMALIZERS
+from asyncwebrl.runtime.groups import TASK_SAMPLING
 
 # key -> the least value it takes: a count that must be at least 1, or a bound that may be 0
 MINIMUMS = {
@@ -25,6 +26,7 @@ MINIMUMS = {
 CHOICES = {
     "loss.kind": LOSS_KINDS,
     "loss.normalizer": NORMALIZERS,
+    "rl.task_sampling": TASK_SAMPLING,
     "tasks.source": SOURCES.keys(),   # a view: a source registered later is a choice too
 }
 

@@ -84,8 +84,7 @@ def select_balanced(tasks: list[Task], count: int, seed: int = 0) -> list[Task]:
     Deterministic for a seed. Raises if a level has too few tasks for its share."""
     by_level: dict[str, dict[str, list[Task]]] = defaultdict(lambda: defaultdict(list))
     for task in tasks:
-        template = (task.local or {}).get("template", task.domain)
-        by_level[task.level][template].append(task)
+        by_level[task.level][task.template].append(task)
     rng = random.Random(seed)
     levels = [level for level in LEVELS if by_level[level]]
     if not levels:
