@@ -5,6 +5,7 @@ hostile pages on 127.0.0.1 stands in for the open web."""
 import asyncio
 import collections
 import contextlib
+import gzip
 import http.server
 import ipaddress
 import os
@@ -62,13 +63,33 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
             self.send_response(200)
             self.send_header("Content-Type", "text/csv")
             self.send_header("Content-Disposition", "attachment; filename=data.csv")
-        else:  # /html?body=...: the page a test writes
+        else:  # /html?body=...: the page (or script, with &type=) a test writes
             body = (query["body"][0] if parts.path == "/html" else PAGES.get(parts.path, "<h1>404</h1>")).encode()
             self.send_response(200)
-            self.send_header("Content-Type", "text/html")
+            self._test_written_headers(query)
+            body = self._encoded(body, query)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def _test_written_headers(self, query: dict) -> None:
+        """Content-Type (&type=, text/html if none; &charset=) and the page's own
+        Content-Security-Policy (&csp=)."""
+        content_type = query.get("type", ["text/html"])[0]
+        if "charset" in query:
+            content_type += "; charset=" + query["charset"][0]
+        self.send_header("Content-Type", content_type)
+        if "csp" in query:
+            self.send_header("Content-Security-Policy", query["csp"][0])
+
+    def _encoded(self, body: bytes, query: dict) -> bytes:
+        """The body in &charset= (utf-8 if none), gzipped if &gzip=1."""
+        if "charset" in query:
+            body = body.decode().encode(query["charset"][0])
+        if query.get("gzip") == ["1"]:
+            self.send_header("Content-Encoding", "gzip")
+            return gzip.compress(body)
+        return body
 
     def _redirect(self, location: str) -> None:
         self.send_response(302)
@@ -307,8 +328,10 @@ def redirect_to(hostile: str, location: str) -> str:
     return hostile + "/redirect?" + urllib.parse.urlencode({"to": location})
 
 
-def page_with(html: str) -> str:
-    return "/html?" + urllib.parse.urlencode({"body": html})
+def page_with(html: str, **headers: str) -> str:
+    """The path of a page (or, with type=, another resource) of `html`; `headers` as
+    _Hostile._test_written_headers and _encoded read them."""
+    return "/html?" + urllib.parse.urlencode({**headers, "body": html})  # the body last: log lines cut it
 
 
 WAIT = {"action": "wait", "time": 1.5}
