@@ -8,6 +8,7 @@ import contextlib
 import gzip
 import http.server
 import ipaddress
+import json
 import os
 import signal
 import socket
@@ -423,6 +424,28 @@ def test_finding_5_websockets_go_through_the_policy_and_allowed_ones_still_work(
     assert internal.requests == []
     assert environment.policy.blocked["websocket"] == 1
     assert f"{allowed.port}=hello" in REPORTS  # the allowed one connected and got its message
+
+
+def test_finding_5_no_shared_worker_runs_as_no_route_sees_its_requests(hostile, internal):
+    """Playwright's routing sees none of a shared worker's requests (its fetches and
+    WebSockets, even its CSP reports), so neither does the sandbox: on an allowed host's page
+    a blob: shared worker reached any internal port. Chromium runs without shared workers."""
+    target = f"127.0.0.1:{internal.port}"
+    worker = ("onconnect = (connection) => { const port = connection.ports[0];"
+              f" fetch('http://{target}/fetch')"
+              ".then(() => port.postMessage('reached'), () => port.postMessage('failed'));"
+              f" new WebSocket('ws://{target}/socket').onmessage = (e) => port.postMessage(e.data); }};")
+    page = page_with(f"""<script>
+      const report = (value) => fetch("/report?shared-" + value);
+      if (typeof SharedWorker === "undefined") {{ report("absent"); }} else {{
+        const blob = URL.createObjectURL(new Blob([{json.dumps(worker)}], {{type: "text/javascript"}}));
+        for (const url of [blob, {json.dumps(page_with(worker, type="text/javascript"))}]) {{
+          new SharedWorker(url).port.onmessage = (event) => report(event.data);
+        }}
+      }}</script>""")
+    run_pool(hostile, [(page, Script([WAIT]))])
+    assert internal.requests == []
+    assert "shared-absent" in REPORTS, REPORTS
 
 
 def test_a_fetchs_redirects_are_followed_hop_by_hop_with_each_hosts_own_cookies(hostile):
