@@ -5,8 +5,11 @@ hostile pages on 127.0.0.1 stands in for the open web."""
 import asyncio
 import collections
 import contextlib
+import gzip
 import http.server
 import ipaddress
+import json
+import logging
 import os
 import signal
 import socket
@@ -62,13 +65,33 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
             self.send_response(200)
             self.send_header("Content-Type", "text/csv")
             self.send_header("Content-Disposition", "attachment; filename=data.csv")
-        else:  # /html?body=...: the page a test writes
+        else:  # /html?body=...: the page (or script, with &type=) a test writes
             body = (query["body"][0] if parts.path == "/html" else PAGES.get(parts.path, "<h1>404</h1>")).encode()
             self.send_response(200)
-            self.send_header("Content-Type", "text/html")
+            self._test_written_headers(query)
+            body = self._encoded(body, query)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def _test_written_headers(self, query: dict) -> None:
+        """Content-Type (&type=, text/html if none; &charset=) and the page's own
+        Content-Security-Policy (&csp=)."""
+        content_type = query.get("type", ["text/html"])[0]
+        if "charset" in query:
+            content_type += "; charset=" + query["charset"][0]
+        self.send_header("Content-Type", content_type)
+        if "csp" in query:
+            self.send_header("Content-Security-Policy", query["csp"][0])
+
+    def _encoded(self, body: bytes, query: dict) -> bytes:
+        """The body in &charset= (utf-8 if none), gzipped if &gzip=1."""
+        if "charset" in query:
+            body = body.decode().encode(query["charset"][0])
+        if query.get("gzip") == ["1"]:
+            self.send_header("Content-Encoding", "gzip")
+            return gzip.compress(body)
+        return body
 
     def _redirect(self, location: str) -> None:
         self.send_response(302)
@@ -307,8 +330,10 @@ def redirect_to(hostile: str, location: str) -> str:
     return hostile + "/redirect?" + urllib.parse.urlencode({"to": location})
 
 
-def page_with(html: str) -> str:
-    return "/html?" + urllib.parse.urlencode({"body": html})
+def page_with(html: str, **headers: str) -> str:
+    """The path of a page (or, with type=, another resource) of `html`; `headers` as
+    _Hostile._test_written_headers and _encoded read them."""
+    return "/html?" + urllib.parse.urlencode({**headers, "body": html})  # the body last: log lines cut it
 
 
 WAIT = {"action": "wait", "time": 1.5}
@@ -400,6 +425,147 @@ def test_finding_5_websockets_go_through_the_policy_and_allowed_ones_still_work(
     assert internal.requests == []
     assert environment.policy.blocked["websocket"] == 1
     assert f"{allowed.port}=hello" in REPORTS  # the allowed one connected and got its message
+
+
+def _inline_js_string(value: str) -> str:
+    """A JavaScript string literal of `value` that may stand in an inline script (a "</script>"
+    in it would end the script)."""
+    return json.dumps(value).replace("</", "<\\/")
+
+
+def _websockets_the_routing_misses(url: str, prefix: str) -> str:
+    """A page that opens a WebSocket to `url` in each way Playwright's in-page routing does
+    not see, and reports how each ended ("/report?<prefix><way>=<first message or error>")."""
+    opening = f"const socket = new WebSocket({json.dumps(url)});"
+    worker = opening + ' socket.onmessage = (e) => postMessage(e.data); socket.onerror = () => postMessage("error");'
+    frame = (f"<script>{opening} if (socket._apiPassThrough) socket._apiPassThrough();"
+             ' socket.onmessage = (e) => parent.postMessage(e.data, "*");'
+             ' socket.onerror = () => parent.postMessage("error", "*");</script>')
+    return page_with(f"""<script>
+      const report = (way) => (event) => fetch("/report?{prefix}" + way + "=" + event.data);
+      const blob = (source) => URL.createObjectURL(new Blob([source], {{type: "text/javascript"}}));
+      const worker = {json.dumps(worker)};
+      // in the page, through the routing script's internals
+      const socket = new WebSocket({json.dumps(url)});
+      if (socket._apiPassThrough) socket._apiPassThrough();
+      socket.onmessage = report("page"); socket.onerror = () => report("page")({{data: "error"}});
+      new Worker(blob(worker)).onmessage = report("blob-worker");
+      new Worker({json.dumps(page_with(worker, type="text/javascript"))}).onmessage = report("worker");
+      new Worker("data:text/javascript," + encodeURIComponent(worker)).onmessage = report("data-worker");
+      window.onmessage = report("srcdoc-frame");
+      const frame = document.createElement("iframe");
+      frame.srcdoc = {_inline_js_string(frame)};
+      document.documentElement.append(frame);
+    </script>""")
+
+
+WAYS_PAST_THE_ROUTING = ("page", "blob-worker", "worker", "data-worker", "srcdoc-frame")
+
+
+def test_finding_5_websockets_the_routing_misses_are_refused_on_an_allowed_hosts_pages(hostile, internal, caplog):
+    """The hostile review's finding 5 in webgym mode, on a page of an `allow_hosts` entry on
+    loopback (where Chromium's Local Network Access does not apply): WebSockets to another
+    loopback port from workers (from a URL, blob: and data:), from a srcdoc frame and through
+    the routing script's internals are refused by the sandbox's Content-Security-Policy, and
+    counted from its reports. The page is reached through a redirect, and both the page's
+    document and its worker script carry the policy."""
+    caplog.set_level(logging.INFO)
+    page = _websockets_the_routing_misses(f"ws://127.0.0.1:{internal.port}/", "missed-")
+    _, _, environment, _ = run_pool(hostile, [("/redirect?" + urllib.parse.urlencode({"to": page}), Script([WAIT]))])
+    assert internal.requests == []
+    assert {f"missed-{way}=error" for way in WAYS_PAST_THE_ROUTING} <= set(REPORTS), REPORTS
+    assert environment.policy.blocked["csp"] == 5
+    refusals = [r.getMessage() for r in caplog.records if "(csp: connect-src in " in r.getMessage()]
+    refused_in = [message.rsplit(" in ", 1)[1] for message in refusals]
+    assert any(where.startswith(hostile + "/html?body=") for where in refused_in), refused_in  # the document
+    assert any(where.startswith(hostile + "/html?type=text%2Fjavascript") for where in refused_in), refused_in
+
+
+def test_finding_5_no_shared_worker_runs_as_no_route_sees_its_requests(hostile, internal):
+    """Playwright's routing sees none of a shared worker's requests (its fetches and
+    WebSockets, even its CSP reports), so neither does the sandbox: on an allowed host's page
+    a blob: shared worker reached any internal port. Chromium runs without shared workers."""
+    target = f"127.0.0.1:{internal.port}"
+    worker = ("onconnect = (connection) => { const port = connection.ports[0];"
+              f" fetch('http://{target}/fetch')"
+              ".then(() => port.postMessage('reached'), () => port.postMessage('failed'));"
+              f" new WebSocket('ws://{target}/socket').onmessage = (e) => port.postMessage(e.data); }};")
+    page = page_with(f"""<script>
+      const report = (value) => fetch("/report?shared-" + value);
+      if (typeof SharedWorker === "undefined") {{ report("absent"); }} else {{
+        const blob = URL.createObjectURL(new Blob([{json.dumps(worker)}], {{type: "text/javascript"}}));
+        for (const url of [blob, {json.dumps(page_with(worker, type="text/javascript"))}]) {{
+          new SharedWorker(url).port.onmessage = (event) => report(event.data);
+        }}
+      }}</script>""")
+    run_pool(hostile, [(page, Script([WAIT]))])
+    assert internal.requests == []
+    assert "shared-absent" in REPORTS, REPORTS
+
+
+def test_an_allowed_hosts_pages_work_whole_under_the_sandboxs_policy(hostile):
+    """Everything but those WebSockets still works on a page of an allowed host: its
+    subresources, fetches (http, data:, blob:), frames and workers, and WebSockets to allowed
+    hosts, from the page and from a worker. Nothing is refused."""
+    allowed = LoopbackService()
+    ws = json.dumps(f"ws://127.0.0.1:{allowed.port}/")
+    script = page_with("window.scriptRan = 'yes';", type="text/javascript")
+    style = page_with("h1 { color: rgb(1, 2, 3); }", type="text/css")
+    image = page_with("<svg xmlns='http://www.w3.org/2000/svg' width='4' height='4'></svg>", type="image/svg+xml")
+    worker = page_with("fetch('/next').then(r => r.text()).then(text => postMessage(text));", type="text/javascript")
+    socket_worker = f"const socket = new WebSocket({ws}); socket.onmessage = (e) => postMessage(e.data);"
+    frame = page_with("<script>parent.postMessage('loaded', '*')</script>")
+    page = page_with(f"""<head><script>
+        const report = (kind) => (value) => fetch("/report?mixed-" + kind + "=" + encodeURIComponent(value));
+        const message = (kind) => (event) => report(kind)(event.data);
+      </script><link rel="stylesheet" href="{style}"><script src="{script}"></script></head>
+      <h1>mixed</h1><img src="{image}" onload="report('image')('ok')"><iframe src="{frame}"></iframe>
+      <script>
+        report("script")(window.scriptRan);
+        window.onload = () => report("style")(getComputedStyle(document.querySelector("h1")).color);
+        fetch("/next").then(r => r.text()).then(report("fetch"));
+        const xhr = new XMLHttpRequest(); xhr.open("GET", "/next");
+        xhr.onload = () => report("xhr")(xhr.responseText); xhr.send();
+        fetch("data:text/plain,from-data").then(r => r.text()).then(report("data"));
+        fetch(URL.createObjectURL(new Blob(["from-blob"]))).then(r => r.text()).then(report("blob"));
+        window.onmessage = message("frame");
+        new Worker("{worker}").onmessage = message("worker");
+        new WebSocket({ws}).onmessage = message("socket");
+        new Worker(URL.createObjectURL(new Blob([{json.dumps(socket_worker)}]))).onmessage = message("worker-socket");
+      </script>""")
+    try:
+        _, _, environment, _ = run_pool(hostile, [(page, Script([WAIT]))], allow_hosts=(f"127.0.0.1:{allowed.port}",))
+    finally:
+        allowed.close()
+    expected = {"script=yes", "style=rgb(1, 2, 3)", "image=ok", "fetch=<h1>Next</h1>", "xhr=<h1>Next</h1>",
+                "data=from-data", "blob=from-blob", "frame=loaded", "worker=<h1>Next</h1>", "socket=hello",
+                "worker-socket=hello"}
+    assert {"mixed-" + e for e in expected} <= set(REPORTS), REPORTS
+    assert environment.policy.blocked == {}
+
+
+def test_a_pages_own_policy_holds_alongside_the_sandboxs(hostile, internal):
+    """Policies add up. A page's own CSP still holds (its img-src 'none' refuses an image),
+    and its own connect-src * lets no WebSocket past the sandbox's; the same for a worker
+    script with a policy of its own. The page is gzipped and in Latin-1: the document handed
+    back to Chromium is whole and decoded once."""
+    own = "img-src 'none'; connect-src *"
+    url = json.dumps(f"ws://127.0.0.1:{internal.port}/")
+    worker = page_with(f"const socket = new WebSocket({url}); socket.onmessage = (e) => postMessage(e.data);"
+                       ' socket.onerror = () => postMessage("error");', type="text/javascript", csp=own)
+    page = page_with(f"""<h1>café</h1><img src="/next" onerror="report('image')('refused')">
+      <script>
+        const report = (kind) => (value) => fetch("/report?own-" + kind + "=" + encodeURIComponent(value));
+        report("text")(document.querySelector("h1").textContent);
+        new Worker("{worker}").onmessage = (event) => report("worker")(event.data);
+        new Worker(URL.createObjectURL(new Blob([`const socket = new WebSocket({url});
+          socket.onmessage = (e) => postMessage(e.data); socket.onerror = () => postMessage("error");`])))
+          .onmessage = (event) => report("blob-worker")(event.data);
+      </script>""", csp=own, charset="iso-8859-1", gzip="1")
+    _, _, environment, _ = run_pool(hostile, [(page, Script([WAIT]))])
+    assert {"own-text=café", "own-image=refused", "own-worker=error", "own-blob-worker=error"} <= set(REPORTS), REPORTS
+    assert internal.requests == []
+    assert environment.policy.blocked["csp"] == 2
 
 
 def test_a_fetchs_redirects_are_followed_hop_by_hop_with_each_hosts_own_cookies(hostile):

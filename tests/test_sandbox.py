@@ -9,7 +9,8 @@ import pytest
 from playwright.async_api import async_playwright
 
 from asyncwebrl.rollout.browser import launch_browser
-from asyncwebrl.rollout.sandbox import UrlPolicy, is_internal, local_policy, parse_ip_literal, redirected_request
+from asyncwebrl.rollout.sandbox import (CSP_REPORT_URL, Sandbox, UrlPolicy, is_internal, local_policy, parse_ip_literal,
+                                        redirected_request, websocket_csp, with_policy)
 from asyncwebrl.rollout.whatwg import parse_url
 
 SITE = UrlPolicy(["https://www.shop.example/start"], ["mirror.intranet:8080"])
@@ -159,6 +160,38 @@ def test_websockets_are_checked_with_the_same_policy_and_counted_apart():
     assert admit("wss://[::1]/").startswith("internal")
     assert admit("https://shop.example/").startswith("scheme")  # not a WebSocket URL
     assert policy.blocked == {"websocket": 3}
+
+
+def test_the_websocket_policy_names_the_allowed_hosts_and_nothing_else():
+    """Pages of allowed hosts may open WebSockets to allowed hosts only (any port where the
+    entry names none); every http(s), data: and blob: request stays allowed. Hosts a CSP
+    source cannot name are left out, never written: an IPv6 literal, a "_", and a ";" that
+    would end the directive."""
+    policy = UrlPolicy(["https://shop.example/"], ["mirror.intranet:8080", "127.0.0.1", "[::1]:9000", "my_host:1",
+                                                   "a;b:2"])
+    assert websocket_csp(policy.allowed) == (
+        "connect-src http: https: data: blob: ws://127.0.0.1:* wss://127.0.0.1:* "
+        "ws://mirror.intranet:8080 wss://mirror.intranet:8080; report-uri " + CSP_REPORT_URL)
+    assert websocket_csp(set()) == "connect-src http: https: data: blob:; report-uri " + CSP_REPORT_URL
+
+
+def test_the_websocket_policy_is_added_to_a_pages_own():
+    assert with_policy({"content-type": "text/html"}, "connect-src x") == {
+        "content-type": "text/html", "content-security-policy": "connect-src x"}
+    assert with_policy({"content-security-policy": "img-src 'none'"}, "connect-src x") == {
+        "content-security-policy": "img-src 'none', connect-src x"}  # two policies, both enforced
+
+
+def test_only_responses_from_allowed_hosts_are_marked_and_only_in_webgym_mode():
+    policy = UrlPolicy(["https://shop.example/"], ["mirror.intranet:8080"])
+    assert Sandbox(policy).marks_allowed_hosts
+    assert policy.names_allowed_host("http://mirror.intranet:8080/page")
+    assert not policy.names_allowed_host("http://mirror.intranet:8081/page")
+    assert not policy.names_allowed_host("https://shop.example/")  # a public site: Local Network Access guards it
+    assert not policy.names_allowed_host("http://")
+    assert not Sandbox(UrlPolicy(["https://shop.example/"])).marks_allowed_hosts  # nothing internal can load
+    local = local_policy("http://127.0.0.1:41234")
+    assert not Sandbox(local, local_origin="http://127.0.0.1:41234").marks_allowed_hosts  # the local web's own
 
 
 def test_a_redirect_carries_no_cookie_and_across_origins_no_credentials():

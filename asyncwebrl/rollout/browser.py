@@ -26,6 +26,9 @@ CHROMIUM_ARGS = (
     "--disable-dev-shm-usage",
     "--hide-scrollbars",
     "--force-color-profile=srgb",
+    # No shared workers: Playwright's routing sees none of their requests, so the URL sandbox
+    # could not check them (docs/architecture.md, the hostile review's finding 5).
+    "--disable-blink-features=SharedWorker",
 )
 
 _SYSTEM_CANDIDATES = (

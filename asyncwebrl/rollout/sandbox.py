@@ -14,14 +14,21 @@ URLs are read as browsers read them (rollout/whatwg.py): `\\` separates the path
 percent-decoded and mapped, and IP literals take every spelling browsers accept
 ("2852039166", "0xa9fea9fe", "0251.0376.0251.0376", "127.1").
 
+Documents and workers served from an allowed host carry a Content-Security-Policy that lets
+them open WebSockets to allowed hosts only (`websocket_csp`): they may be on an internal
+address, where nothing else stops a WebSocket that Playwright's routing does not see.
+
 Every block is counted by reason and logged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
+import dataclasses
 import ipaddress
+import json
 import logging
 import re
 import socket
@@ -163,6 +170,14 @@ class UrlPolicy:
             reason = await self._resolution_reason(parsed.host)
         return self._record(url, reason, counted_as="websocket" if websocket else "")
 
+    def names_allowed_host(self, url: str) -> bool:
+        """Whether `url` is on a host (and port) that `allow_hosts` names: the only hosts a
+        document on an internal address can come from."""
+        try:
+            return self._explicitly_allowed(parse_url(url))
+        except ValueError:
+            return False
+
     def refuse(self, url: str, reason: str) -> None:
         """Count and log a block decided elsewhere (a redirect without a readable target)."""
         self._record(url, reason)
@@ -229,6 +244,62 @@ def local_policy(origin: str) -> UrlPolicy:
     return UrlPolicy([origin], [f"{parsed.host}:{parsed.effective_port}"], strict=True)
 
 
+# Where the sandbox's Content-Security-Policy sends its violation reports: a name that never
+# resolves (.invalid, RFC 2606), answered by the sandbox's route, so no report leaves the browser.
+CSP_REPORT_URL = "https://csp-report.sandbox.invalid/"
+# What a CSP host-source can name: letters, digits, hyphens and dots. No IPv6 literal, no "_",
+# and nothing that would end the source list (";", ",", " ") or widen it ("*").
+_CSP_HOST = re.compile(r"[a-z0-9-]+(\.[a-z0-9-]+)*")
+
+
+def websocket_csp(allowed: set[tuple[str, int | None]]) -> str:
+    """The Content-Security-Policy of documents and workers from the allowed hosts
+    (`allowed`: UrlPolicy.allowed). A page there may be on an internal address, where
+    Chromium's Local Network Access does not apply, and a WebSocket that Playwright's
+    routing does not see (a worker's, or one opened through the routing script's internals)
+    would reach any internal port. CSP has no way to say "no internal address", so the
+    policy names what the URL policy allows explicitly: WebSockets to the allowed hosts,
+    every http(s) request (the sandbox's route checks those), data: and blob: (no network).
+    (So such a page cannot open a WebSocket to a public host either.) Violations are reported
+    to CSP_REPORT_URL, where they are counted."""
+    sources = [source for host, port in sorted(allowed, key=lambda entry: (entry[0], entry[1] or 0))
+               for source in _websocket_sources(host, port)]
+    return " ".join(["connect-src http: https: data: blob:", *sources]) + f"; report-uri {CSP_REPORT_URL}"
+
+
+def _websocket_sources(host: str, port: int | None) -> list[str]:
+    """The CSP sources for WebSockets to one allowance (any port if None); none for a host CSP
+    cannot name (an IPv6 literal: WebSockets to it stay refused on these pages)."""
+    if not _CSP_HOST.fullmatch(host):
+        return []
+    port_part = "*" if port is None else str(port)
+    return [f"ws://{host}:{port_part}", f"wss://{host}:{port_part}"]
+
+
+def with_policy(headers: dict[str, str], policy: str) -> dict[str, str]:
+    """`headers` (lowercase names) with the CSP `policy` added. A response's policies are all
+    enforced, and a header's comma-separated values are separate policies: a page's own
+    policy stays, and adding one can only narrow what the page may do."""
+    theirs = headers.get("content-security-policy")
+    return {**headers, "content-security-policy": f"{theirs}, {policy}" if theirs else policy}
+
+
+def _violation_report(body: str | None) -> dict:
+    """The "csp-report" object of a violation report's body; {} if it is none (a page may post
+    anything to CSP_REPORT_URL)."""
+    try:
+        report = json.loads(body or "").get("csp-report")
+    except (ValueError, AttributeError):
+        return {}
+    return report if isinstance(report, dict) else {}
+
+
+def _base64_body(body: dict) -> str:
+    """A Fetch.getResponseBody result as Fetch.fulfillRequest takes it: base64 (DevTools gives
+    a body that is valid UTF-8 as text, any other already in base64)."""
+    return body["body"] if body["base64Encoded"] else base64.b64encode(body["body"].encode()).decode()
+
+
 # Installed in every document: popups and target=_blank links open in the same page, so
 # everything the agent does stays in its one page (extra pages are closed and counted).
 SAME_PAGE_JS = """
@@ -283,9 +354,15 @@ class Sandbox:
       browser is handed the last response (`_fetch_hop_by_hop`).
     - WebSockets go through Playwright's WebSocket routing (`_guard_websocket`). That
       routing is a script in the page, not in the network: a page that calls the script's
-      internals, or opens a WebSocket in a worker, goes around it. The local web's
-      Content-Security-Policy stops those (web/server.py); elsewhere only Chromium's
-      Local Network Access does, for pages from public addresses (docs/architecture.md).
+      internals, or opens a WebSocket in a worker, goes around it. A Content-Security-Policy
+      stops those: the local web's own (web/server.py), and on documents and workers from
+      `allow_hosts` the sandbox's (`websocket_csp`), added to top-level documents at the
+      DevTools Fetch response stage (`_mark_document`, which keeps such a document's Local
+      Network Access) and to frames and worker scripts as they are handed over
+      (`_hand_over`); blob: and data: workers and srcdoc frames inherit their creator's.
+      Pages from public addresses are left to Chromium's Local Network Access, which
+      refuses their connections to internal addresses (docs/architecture.md). Shared
+      workers, whose requests no route sees, do not run (rollout/browser.py).
     In local mode the request route matches only URLs off the local server (ordinary
     requests never make a round trip through Python) and refuses them all."""
 
@@ -297,6 +374,15 @@ class Sandbox:
         self.local_origin = local_origin
         self.page = None  # the episode's one page (open_page)
         self._redirect_hops = collections.Counter()  # Chromium's request id -> redirects followed
+        self.websocket_csp = websocket_csp(policy.allowed)
+        self._local_network_origins: set[str] = set()  # origins granted Local Network Access
+
+    @property
+    def marks_allowed_hosts(self) -> bool:
+        """Whether responses from `allow_hosts` get `websocket_csp`: in webgym mode, if there
+        are any (no other host can serve a document from an internal address; the local web
+        sends its own policy)."""
+        return bool(self.policy.allowed) and not self.local_origin
 
     def resolve(self, url: str) -> str:
         """The browser URL for the agent's `navigate`, written as it was checked; ValueError
@@ -314,8 +400,11 @@ class Sandbox:
         await self.install(context)
         self.page = await context.new_page()
         session = await context.new_cdp_session(self.page)
-        session.on("Fetch.requestPaused", lambda event: self._on_document_request(session, event))
-        await session.send("Fetch.enable", {"patterns": [{"urlPattern": "*", "resourceType": "Document"}]})
+        session.on("Fetch.requestPaused", lambda event: self._on_document_paused(session, event))
+        patterns = [{"urlPattern": "*", "resourceType": "Document"}]
+        if self.marks_allowed_hosts:
+            patterns.append({"urlPattern": "*", "resourceType": "Document", "requestStage": "Response"})
+        await session.send("Fetch.enable", {"patterns": patterns})
         return self.page
 
     async def install(self, context) -> None:
@@ -336,6 +425,9 @@ class Sandbox:
 
     async def _guard(self, route) -> None:
         request = route.request
+        if request.url == CSP_REPORT_URL:
+            await self._count_violation(route)
+            return
         navigation = request.is_navigation_request()
         if navigation and request.frame.page is not self.page:
             await route.abort("blockedbyclient")  # a popup's (counted when it opened, closed as it opens)
@@ -396,30 +488,100 @@ class Sandbox:
             return None
         return None if await self.policy.admit(str(target), navigation=navigation) else target
 
-    @staticmethod
-    async def _hand_over(route, response, *, redirected: bool) -> None:
+    async def _hand_over(self, route, response, *, redirected: bool) -> None:
         """Fulfil the browser's request with the checked response. After redirects its
         cookies are already in the context (Playwright's fetch stored them for the URL that
-        set them); given to the browser they would be set for the first URL's host."""
+        set them); given to the browser they would be set for the first URL's host. From an
+        allowed host it carries `websocket_csp` (browsers read it on frames' documents and
+        worker scripts, and ignore it elsewhere)."""
+        headers = response.headers
         if redirected:
-            headers = {k: v for k, v in response.headers.items() if k.lower() != "set-cookie"}
-            await route.fulfill(response=response, headers=headers)
-        else:
-            await route.fulfill(response=response)
+            headers = {k: v for k, v in headers.items() if k.lower() != "set-cookie"}
+        if self.marks_allowed_hosts and self.policy.names_allowed_host(response.url):
+            headers = with_policy(headers, self.websocket_csp)
+        await route.fulfill(response=response, headers=headers)
 
-    async def _on_document_request(self, session, event: dict) -> None:
-        """Every document request of the page, paused by the DevTools Fetch domain: first
-        requests were checked by the route already, redirect hops are checked here."""
-        reason = await self._check_redirect_hop(event) if "redirectedRequestId" in event else ""
-        verdict = {"requestId": event["requestId"]}
+    async def _count_violation(self, route) -> None:
+        """A report of a connection `websocket_csp` refused: counted as "csp" and answered
+        here. (A page may post here itself; that only adds to the count.)"""
+        report = _violation_report(route.request.post_data)
+        if report:
+            where = f"{report.get('effective-directive', '?')} in {str(report.get('document-uri', '?'))[:200]}"
+            self.policy.refuse(str(report.get("blocked-uri", "?")), f"csp: {where}")
+        await route.fulfill(status=204)
+
+    async def _on_document_paused(self, session, event: dict) -> None:
+        """Every document request of the page, paused by the DevTools Fetch domain before it
+        is sent, and (with `marks_allowed_hosts`) again when its response arrives."""
         try:
-            if reason:
-                error = _DEVTOOLS_ERRORS[_browser_error(reason)]
-                await session.send("Fetch.failRequest", {**verdict, "errorReason": error})
+            if "responseStatusCode" in event or "responseErrorReason" in event:  # the response stage
+                await self._mark_document(session, event)
             else:
-                await session.send("Fetch.continueRequest", verdict)
+                await self._check_request(session, event)
         except PlaywrightError:  # the page is gone, and with it the request
             pass
+
+    async def _check_request(self, session, event: dict) -> None:
+        """First requests were checked by the route already, redirect hops are checked here."""
+        reason = await self._check_redirect_hop(event) if "redirectedRequestId" in event else ""
+        verdict = {"requestId": event["requestId"]}
+        if reason:
+            error = _DEVTOOLS_ERRORS[_browser_error(reason)]
+            await session.send("Fetch.failRequest", {**verdict, "errorReason": error})
+        else:
+            await session.send("Fetch.continueRequest", verdict)
+
+    async def _mark_document(self, session, event: dict) -> None:
+        """A top-level document's response, paused: from an allowed host it is handed to the
+        page with `websocket_csp`. Only a fulfilled response's headers are read again
+        (Fetch.continueResponse's are not enforced), so its body is taken and handed back."""
+        verdict = {"requestId": event["requestId"]}
+        if not self._is_document_to_mark(event):
+            await session.send("Fetch.continueRequest", verdict)
+            return
+        try:
+            body = await session.send("Fetch.getResponseBody", verdict)
+        except PlaywrightError:  # the body failed to arrive: no document, rather than an unmarked one
+            await session.send("Fetch.failRequest", {**verdict, "errorReason": "Failed"})
+            return
+        fulfilment = {**verdict, "responseCode": event["responseStatusCode"],
+                      "responseHeaders": self._marked_headers(event.get("responseHeaders", [])),
+                      "body": _base64_body(body)}
+        if event.get("responseStatusText"):
+            fulfilment["responsePhrase"] = event["responseStatusText"]
+        await self._keep_local_network_access(event["request"]["url"])
+        await session.send("Fetch.fulfillRequest", fulfilment)
+
+    async def _keep_local_network_access(self, url: str) -> None:
+        """Grant the document's origin Chromium's Local Network Access. A document handed back
+        through DevTools has no address, so Chromium counts it public and would refuse its
+        WebSockets to internal addresses, the allowed ones too; fetched by Chromium itself from
+        an internal address it was exempt. The grant keeps it so, and `websocket_csp` is what
+        confines it. Only origins of allowed hosts are ever granted."""
+        origin = str(dataclasses.replace(parse_url(url), userinfo="", tail=""))
+        if origin in self._local_network_origins:
+            return
+        try:
+            await self.page.context.grant_permissions(["local-network-access"], origin=origin)
+            self._local_network_origins.add(origin)
+        except PlaywrightError as error:  # the page's WebSockets to internal addresses then fail: the safe side
+            logging.warning("could not grant %s local network access: %s", origin, error)
+
+    def _is_document_to_mark(self, event: dict) -> bool:
+        """A response that makes a document, from an allowed host. Redirects are left to
+        Chromium (its next hop is checked before it is sent), and downloads make no document
+        (nor are they read into memory here)."""
+        headers = {entry["name"].lower(): entry["value"] for entry in event.get("responseHeaders", [])}
+        return ("responseStatusCode" in event and event["responseStatusCode"] not in REDIRECT_STATUSES
+                and not headers.get("content-disposition", "").lower().startswith("attachment")
+                and self.policy.names_allowed_host(event["request"]["url"]))
+
+    def _marked_headers(self, entries: list[dict]) -> list[dict]:
+        """A paused response's headers with `websocket_csp` added as a header of its own. The
+        body handed back is whole and decoded, so its length and encoding are Chromium's to
+        set."""
+        kept = [e for e in entries if e["name"].lower() not in ("content-encoding", "content-length")]
+        return [*kept, {"name": "Content-Security-Policy", "value": self.websocket_csp}]
 
     async def _check_redirect_hop(self, event: dict) -> str:
         """"" if Chromium may follow this redirect of one of the page's navigations."""
