@@ -72,14 +72,15 @@ def load_study(path: str) -> Study:
 def base_config(base: str):
     """The ConfigDict of "configs/x.py" or "configs/x.py:variant", as main.py would load it."""
     path, _, variant = base.partition(":")
-    if ROOT not in sys.path:   # config files import their siblings as `configs.x`
-        sys.path.insert(0, ROOT)
     module = _module_at(os.path.join(ROOT, path))
     return module.get_config(variant) if variant else module.get_config()
 
 
 def _module_at(path: str):
-    """The Python file at `path`, run as a module of its own (study and config files)."""
+    """The Python file at `path`, run as a module of its own (study and config files, which
+    import their siblings as `configs.x` and `configs.studies._x`)."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
     spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -198,6 +199,21 @@ def _mean(values) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+# What the paper's findings are about (docs/algorithm.md): per update, averaged over the
+# updates of a run, then over seeds; name -> how the report's second table heads it
+DYNAMICS = {
+    "steps_per_success": "steps / success", "steps_per_failure": "steps / failure",
+    "response_tokens_per_step": "response tokens / step", "clip_ratio": "clipped tokens",
+    "behave_cap_ratio": "behaviour weight capped", "staleness_mean": "staleness",
+    "memory_generic_key_share": "generic Memory keys", "memory_key_persistence": "Memory key persistence",
+    "memory_adjacent_unchanged": "Memory unchanged between steps",
+}
+
+
+def _run_mean(records: list[dict], key: str) -> float | None:
+    return _mean([record.get(key) for record in records])
+
+
 def arm_report(out: str, arm: str, seeds) -> dict:
     """One arm over its finished seeds: pooled held-out success before and after, each seed's
     change, and the training curves averaged over seeds."""
@@ -212,11 +228,12 @@ def arm_report(out: str, arm: str, seeds) -> dict:
                      "after": _successes(_read_json(os.path.join(directory, "eval.json")))})
     changes = [r["summary"]["success_after"] - r["summary"]["success_before"] for r in runs
                if r["summary"].get("success_after") is not None and r["summary"].get("success_before") is not None]
-    curves = {}
+    curves, walls = {}, {}
     for r in runs:
         for record in r["metrics"]:
             if record.get("phase") == "rl" and record.get("collected_success_rate") is not None:
                 curves.setdefault(record["update"], []).append(record["collected_success_rate"])
+                walls.setdefault(record["update"], []).append(record.get("wall_seconds"))
     rl = [record for r in runs for record in r["metrics"] if record.get("phase") == "rl"]
     return {
         "arm": arm, "seeds_finished": [r["seed"] for r in runs],
@@ -225,10 +242,15 @@ def arm_report(out: str, arm: str, seeds) -> dict:
         "change_per_seed": [round(c, 4) for c in changes],
         "change_mean": _mean(changes),
         "collected_success_by_update": {u: _mean(v) for u, v in sorted(curves.items())},
+        "wall_seconds_by_update": {u: _mean(v) for u, v in sorted(walls.items())},   # the RL phase's clock (metrics.jsonl wall_seconds)
         "steps_per_episode": _mean([r["summary"].get("steps_per_episode") for r in runs]),
         "response_tokens_per_step": _mean([r["summary"].get("mean_response_tokens_per_step_after") for r in runs]),
         "update_seconds": _mean([record.get("update_seconds") for record in rl]),
         "trajectories_per_hour": _mean([r["summary"].get("trajectories_per_hour") for r in runs]),
+        # train.split=eval: RL trained on the evaluated tasks, which are then not held out
+        "held_out": all(r["summary"].get("train_split", "train") != "eval" for r in runs),
+        "dynamics": {key: _mean([_run_mean([m for m in r["metrics"] if m.get("phase") == "rl"], key) for r in runs])
+                     for key in DYNAMICS},
     }
 
 
@@ -247,7 +269,7 @@ def markdown(study: Study, arms: list[dict]) -> str:
     lines = [f"# Study `{study.name}`", "",
              f"Base `{study.base}`, seeds {list(study.seeds)}; shared keys: "
              + ", ".join(f"`{k}={flag_value(v)}`" for k, v in study.flags.items()), "",
-             "| arm | keys | seeds done | held-out before (pooled) | after (pooled) | change per seed | "
+             f"| arm | keys | seeds done | {_evaluated(arms)} before (pooled) | after (pooled) | change per seed | "
              "steps / episode | response tokens / step | s / update |",
              "|---|---|---|---|---|---|---|---|---|"]
     for arm in arms:
@@ -256,9 +278,20 @@ def markdown(study: Study, arms: list[dict]) -> str:
         lines.append(f"| {arm['arm']} | {keys} | {len(arm['seeds_finished'])} | {_percent(arm['before'])} | "
                      f"{_percent(arm['after'])} | {change} | {_number(arm['steps_per_episode'], '.2f')} | "
                      f"{_number(arm['response_tokens_per_step'], '.1f')} | {_number(arm['update_seconds'], '.2f')} |")
-    lines += ["", "Pooled: the seeds' held-out episodes together, with a 95% Wilson interval. An arm whose "
-              "intervals before and after overlap has not shown a change."]
+    lines += ["", f"Pooled: the seeds' {_evaluated(arms)} episodes together, with a 95% Wilson interval. An arm "
+              "whose intervals before and after overlap has not shown a change."]
+    if not all(arm["held_out"] for arm in arms):
+        lines += ["", "Trained-on: RL drew its tasks from the evaluated ones (`train.split=eval`), so the change "
+                  "measures fitting, not success on tasks held out."]
+    lines += ["", "Training dynamics, the mean over each run's updates, then over seeds:", "",
+              "| arm | " + " | ".join(DYNAMICS.values()) + " |", "|---|" + "---|" * len(DYNAMICS)]
+    for arm in arms:
+        lines.append(f"| {arm['arm']} | " + " | ".join(_number(arm["dynamics"][key], ".3g") for key in DYNAMICS) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _evaluated(arms: list[dict]) -> str:
+    return "held-out" if all(arm["held_out"] for arm in arms) else "trained-on"
 
 
 def plot(arms: list[dict], path: str) -> None:
@@ -267,14 +300,19 @@ def plot(arms: list[dict], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (curves, bars) = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
+    figure, (curves, clock, bars) = plt.subplots(1, 3, figsize=(17, 4.5), constrained_layout=True)
     for arm in arms:
-        points = arm["collected_success_by_update"]
+        points, walls = arm["collected_success_by_update"], arm["wall_seconds_by_update"]
         curves.plot(list(points), list(points.values()), "-o", markersize=3, label=arm["arm"])
+        timed = [(walls[u], rate) for u, rate in points.items() if walls.get(u) is not None]
+        clock.plot([w / 60 for w, _ in timed], [rate for _, rate in timed], "-o", markersize=3, label=arm["arm"])
     curves.set_title("Success of the collected episodes (mean over seeds)")
     curves.set_xlabel("update")
-    curves.set_ylim(0, 1)
-    curves.grid(alpha=0.3)
+    clock.set_title("... against the RL phase's wall-clock time")
+    clock.set_xlabel("minutes")
+    for axes in (curves, clock):
+        axes.set_ylim(0, 1)
+        axes.grid(alpha=0.3)
     width = 0.38
     for i, arm in enumerate(arms):
         for offset, key, colour in ((-width / 2, "before", "#9aa5b1"), (width / 2, "after", "#2f6fb0")):
@@ -286,9 +324,10 @@ def plot(arms: list[dict], path: str) -> None:
                      yerr=[[pooled["success"] - low], [high - pooled["success"]]], capsize=3)
     bars.set_xticks(range(len(arms)), [arm["arm"] for arm in arms])
     bars.set_ylim(0, 1)
-    bars.set_title("Held-out success, pooled over seeds (95% Wilson)")
+    bars.set_title(f"{_evaluated(arms).capitalize()} success, pooled over seeds (95% Wilson)")
     if curves.get_legend_handles_labels()[0]:
         curves.legend(fontsize=8)
+        clock.legend(fontsize=8)
     if bars.get_legend_handles_labels()[0]:
         bars.legend(fontsize=8)
     figure.savefig(path, dpi=110)

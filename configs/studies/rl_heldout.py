@@ -14,28 +14,10 @@ For one H200 and its 16 host cores (browser-free driver): grpo and raft together
 minutes; grpo_40 alone ~8 (`--arms grpo_40`).
 """
 
+from configs.studies._h200 import RECIPE
+
 BASE = "configs/warm_start.py"
-FLAGS = {
-    "model.path": "assets/warm_start",   # the embedded default's warm start
-    "sft.steps": 0,
-    "eval.split": "unseen",
-    "eval.num_tasks": 120,
-    "train.split": "train",              # RL trains on the training sites
-    "train.checkpoint_every": 4,
-    "rl.group_size": 8,
-    "rl.groups_per_batch": 4,
-    "rl.max_running_groups": 16,
-    "browser.pages": 64,
-    "sampler.slots": 64,
-    "sampler.prefill_rows": 16,
-    "model.attention": "pallas",
-    "model.compute_dtype": "bfloat16",
-    "learner.rows_per_microbatch": 32,
-    "learner.epochs": 3,
-    "learner.minibatches": 2,
-    "optimizer.learning_rate": 3e-5,
-    "optimizer.final_lr_fraction": 1.0,
-}
+FLAGS = {**RECIPE, "train.split": "train"}   # RL trains on the training sites
 ARMS = {
     "grpo": {"loss.kind": "grpo", "train.max_updates": 12},
     "raft": {"loss.kind": "raft", "train.max_updates": 12},

@@ -1,0 +1,32 @@
+"""What the studies run on one H200 share (not a study: the runner and tests skip `_` files).
+
+The shipped warm start, the browser-free driver on the host's 16 cores (the GPU host has
+no browser), two runs sharing the GPU, the paper's update (3 epochs x 2 minibatches: six
+clipped steps per batch) at a constant 3e-5, groups of 8, 4 informative groups per update,
+greedy evaluation on 120 tasks of the `unseen` split. 12 updates of this take ~2.5 minutes
+of RL per run (BENCHMARKS.md "RL fits the tasks it trains on").
+"""
+
+RECIPE = {
+    "model.path": "assets/warm_start",   # the embedded default's warm start
+    "sft.steps": 0,
+    "eval.split": "unseen",
+    "eval.num_tasks": 120,
+    "train.checkpoint_every": 4,
+    "rl.group_size": 8,
+    "rl.groups_per_batch": 4,
+    "rl.max_running_groups": 16,
+    "browser.pages": 64,
+    "sampler.slots": 64,
+    "sampler.prefill_rows": 16,
+    "model.attention": "pallas",
+    "model.compute_dtype": "bfloat16",
+    "learner.rows_per_microbatch": 32,
+    "learner.epochs": 3,
+    "learner.minibatches": 2,
+    "optimizer.learning_rate": 3e-5,
+    "optimizer.final_lr_fraction": 1.0,
+}
+# RL on the evaluated tasks (train.split=eval): where 12 updates raise success by 11-12
+# points, so that the studies compare policies that learn (a fitting result, not a held-out one)
+FITTING = {**RECIPE, "train.split": "eval", "train.max_updates": 12}

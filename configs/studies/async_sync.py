@@ -1,0 +1,18 @@
+"""Study: asynchronous (eta 2) against synchronous (eta 0) RL from the same start: success
+against updates and against wall-clock time.
+
+    python3 -m asyncwebrl.studies run configs/studies/async_sync.py --out runs/studies/async_sync --parallel 2 --seeds 0
+
+GRPO, 1/k, decoupled, on the fitting recipe of configs/studies/_h200.py. Two runs share one
+GPU, so the wall-clock comparison is between arms of one study run, not against a run alone.
+"""
+
+from configs.studies._h200 import FITTING
+
+BASE = "configs/warm_start.py"
+FLAGS = {**FITTING, "loss.kind": "grpo", "loss.normalizer": "const", "loss.decoupled": True}
+ARMS = {
+    "async_eta2": {"rl.eta": 2},
+    "sync_eta0": {"rl.eta": 0},
+}
+SEEDS = (0, 1, 2)

@@ -1,0 +1,21 @@
+"""Study: the decoupled staleness weight against the coupled clip (SPEC claim: decoupling
+roughly halves the clip-trigger rate), at eta 2 and eta 4.
+
+    python3 -m asyncwebrl.studies run configs/studies/decoupling.py --out runs/studies/decoupling --parallel 2 --seeds 0
+
+GRPO, 1/k, on the fitting recipe of configs/studies/_h200.py. The report's second table
+carries the share of clipped tokens, of tokens whose behaviour weight was capped, and the
+staleness the runs saw.
+"""
+
+from configs.studies._h200 import FITTING
+
+BASE = "configs/warm_start.py"
+FLAGS = {**FITTING, "loss.kind": "grpo", "loss.normalizer": "const"}
+ARMS = {
+    "decoupled_eta2": {"loss.decoupled": True, "rl.eta": 2},
+    "coupled_eta2": {"loss.decoupled": False, "rl.eta": 2},
+    "decoupled_eta4": {"loss.decoupled": True, "rl.eta": 4},
+    "coupled_eta4": {"loss.decoupled": False, "rl.eta": 4},
+}
+SEEDS = (0, 1, 2)
