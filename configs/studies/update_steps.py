@@ -16,25 +16,13 @@ hour one run reached alone. Judged on the `unseen` split (new sites of the train
 layouts), 120 tasks before and after; `--seeds 0` runs one seed of each arm.
 """
 
+from configs.studies._h200 import RECIPE
+
 BASE = "configs/warm_start.py"
-FLAGS = {
-    "model.path": "assets/warm_start",   # the embedded default's warm start
-    "sft.steps": 0,
-    "eval.split": "unseen",
-    "eval.num_tasks": 120,
-    "train.max_updates": 30,
-    "train.checkpoint_every": 10,
-    "rl.group_size": 8,
-    "rl.groups_per_batch": 8,
-    "rl.max_running_groups": 20,
-    "browser.pages": 64,
-    "sampler.slots": 64,
-    "sampler.prefill_rows": 16,
-    "model.attention": "pallas",
-    "model.compute_dtype": "bfloat16",
-    "learner.rows_per_microbatch": 32,
-    "optimizer.final_lr_fraction": 1.0,
-}
+ARM_KEYS = ("learner.epochs", "learner.minibatches", "optimizer.learning_rate")   # what the arms set
+FLAGS = {**{key: value for key, value in RECIPE.items() if key not in ARM_KEYS},
+         "train.max_updates": 30, "train.checkpoint_every": 10,
+         "rl.groups_per_batch": 8, "rl.max_running_groups": 20}
 ARMS = {
     "steps6_lr3e-5": {"learner.epochs": 3, "learner.minibatches": 2, "optimizer.learning_rate": 3e-5},
     "steps1_lr1e-4": {"learner.epochs": 1, "learner.minibatches": 1, "optimizer.learning_rate": 1e-4},
