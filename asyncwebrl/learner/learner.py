@@ -1,6 +1,6 @@
 """The learner: step rows in, one update out (docs/architecture.md#from-episodes-to-an-update).
 
-    learner = Learner(model, LearnerSettings(...), mesh)
+    learner = Learner(model, LearnerSettings.from_config(config), mesh)
     measurements = learner.update(rows)      # RL: prox pass, epochs x minibatches, version + 1
     measurements = learner.update(rows)      # with settings.loss.kind == "sft": warm start
     params = learner.params                  # what the sampler gets
@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from asyncwebrl.learner.choices import WARM_START_KIND
 from asyncwebrl.learner.losses import loss_kind
 from asyncwebrl.learner.packing import Microbatch, PackingShape, StepRow, pack
 from asyncwebrl.learner.train import (LossSettings, OptimizerSettings, TrainState, build_steps, learning_rate_schedule,
@@ -32,18 +33,38 @@ from asyncwebrl.parallel import LEARNER_RULES, logical_spec, make_mesh, param_sh
 
 @dataclasses.dataclass(frozen=True)
 class LearnerSettings:
+    """The fields without a default are config keys (configs/default.py holds their
+    defaults: from_config); gradient_dtype no config sets."""
     packing: PackingShape
-    loss: LossSettings = LossSettings()
-    optimizer: OptimizerSettings = OptimizerSettings()
-    epochs: int = 1
-    minibatches: int = 1
-    seed: int = 0
+    loss: LossSettings
+    optimizer: OptimizerSettings
+    epochs: int
+    minibatches: int
+    seed: int
     gradient_dtype: str = "float32"   # the accumulator; "bfloat16" saves memory on big models
 
     def __post_init__(self):
         if self.epochs < 1 or self.minibatches < 1:
             raise ValueError(f"epochs and minibatches must be >= 1, got {self.epochs} and {self.minibatches}")
         loss_kind(self.loss.kind)   # an unknown kind fails here, not when the first update compiles
+
+    @classmethod
+    def from_config(cls, config, mode: str = "rl") -> LearnerSettings:
+        """mode "rl": config.loss and config.optimizer, config.learner's epochs and minibatches.
+        mode "sft": the warm start (config.sft): the cross-entropy of the untempered logits, one
+        optimiser step per call on config.sft's schedule, config.optimizer's other settings."""
+        packing = PackingShape.from_config(config)
+        loss, optimizer = LossSettings.from_config(config), OptimizerSettings.from_config(config)
+        if mode == "rl":
+            return cls(packing=packing, loss=loss, optimizer=optimizer, epochs=config.learner.epochs,
+                       minibatches=config.learner.minibatches, seed=config.seed)
+        if mode != "sft":
+            raise ValueError(f"mode must be 'rl' or 'sft', got {mode!r}")
+        sft = config.sft
+        return cls(packing=packing, loss=dataclasses.replace(loss, kind=WARM_START_KIND, temperature=1.0),
+                   optimizer=dataclasses.replace(optimizer, learning_rate=sft.learning_rate,
+                                                 warmup_steps=sft.warmup_steps, total_steps=max(sft.steps, 1)),
+                   epochs=1, minibatches=1, seed=config.seed)
 
 
 class Learner:

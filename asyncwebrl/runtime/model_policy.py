@@ -46,8 +46,8 @@ def encode_step(prompts: PromptBuilder, processor: Processor, store: ScreenshotS
 
 
 class ModelPolicy:
-    def __init__(self, engine: Engine, processor: Processor, store: ScreenshotStore, prompts: PromptBuilder,
-                 max_new_tokens: int = 256):
+    def __init__(self, engine: Engine, processor: Processor, store: ScreenshotStore, prompts: PromptBuilder, *,
+                 max_new_tokens: int):
         self.engine = engine
         self.processor = processor
         self.store = store
