@@ -203,6 +203,46 @@ def test_rl_update_measures_and_bumps_the_version():
     assert any(not np.array_equal(a, b) for a, b in zip(before, params_of(learner)))
 
 
+# How a jax array is read on the host without jax.device_get: int(x), float(x), bool(x),
+# operator.index(x), x.item(), x.tolist(), np.asarray(x)
+IMPLICIT_READS = ("__int__", "__float__", "__bool__", "__index__", "item", "tolist", "__array__")
+
+
+def test_an_update_reads_the_device_at_its_start_and_end_only(monkeypatch):
+    """Four optimiser steps, two reads of the device: the starting step and version, and
+    the summed measurements; no step waits for the host to read its results. On an
+    accelerator jax.transfer_guard_device_to_host("disallow") would name a stray read, but
+    the CPU backend lets such copies through (its arrays are host memory), so here every
+    way of reading a jax array but jax.device_get fails during the update."""
+    learner = Learner(tiny_model(), settings(epochs=2, minibatches=2,
+                                             packing=dataclasses.replace(SHAPE, rows_per_microbatch=1)))
+    rows = make_rows(6, seed=4)
+    array_type = type(jnp.zeros(()))
+    fetching, fetches = [], []
+
+    def refused(name, read):
+        def guarded(self, *args, **kwargs):
+            if not fetching:
+                raise AssertionError(f"the update read a device array through {name}, not jax.device_get")
+            return read(self, *args, **kwargs)
+        return guarded
+
+    def device_get(tree, device_get=jax.device_get):
+        fetches.append(tree)
+        fetching.append(True)
+        try:
+            return device_get(tree)
+        finally:
+            fetching.pop()
+
+    for name in IMPLICIT_READS:
+        monkeypatch.setattr(array_type, name, refused(name, getattr(array_type, name)))
+    monkeypatch.setattr(jax, "device_get", device_get)
+    measured = learner.update(rows)
+    monkeypatch.undo()
+    assert measured["optimizer_steps"] == 4 and len(fetches) == 2
+
+
 def test_nan_guard_skips_the_update_and_keeps_the_moments():
     learner = Learner(tiny_model(), settings())
     rows = make_rows(4, seed=5)
