@@ -47,6 +47,9 @@ def test_model_policy_episode_records_tokens_logprobs_and_versions(web):
     for step in trajectory.steps:
         assert 0 < len(step.response_ids) == len(step.behave_logprobs) == len(step.versions) <= 24
         assert set(step.versions) == {7}
+        # the sampler's own arrays, never lists of Python numbers (a prompt is thousands of ids)
+        assert [step.prompt_ids.dtype, step.response_ids.dtype, step.versions.dtype] == [np.int32] * 3
+        assert step.behave_logprobs.dtype == np.float32
         assert all(np.isfinite(step.behave_logprobs)) and max(step.behave_logprobs) <= 0
         assert len(step.image_keys) == min(step.index + 1, 2)       # history 1: previous + current screenshot
         assert step.image_keys[-1] == step.screenshot_key
@@ -82,6 +85,8 @@ def test_teacher_demonstrations_become_training_rows_in_the_model_format(web):
         assert len(row.image_grid_thw) == len(step.image_keys)
         assert placeholders == int(row.image_grid_thw.prod(axis=1).sum()) // 4 == len(row.pixel_values) // 4
         assert row.advantage == 0.5
+        for field in ("prompt_ids", "response_ids", "behave_logprobs", "versions"):   # taken as they are, no copy
+            assert np.shares_memory(getattr(row, field), getattr(step, field)), field
     store.free(trajectory.screenshot_keys())
     assert store.stats.entries == 0
 

@@ -74,10 +74,10 @@ class TeacherAgent:
         encoded, image_keys = await asyncio.to_thread(encode_step, policy.prompts, policy.processor, policy.store,
                                                       self.task, steps, observation)
         reply = await self.oracle_agent.act(observation, steps)
-        response_ids = policy.processor.encode_text(reply.text) + [policy.processor.special.eos]
-        return Reply(text=reply.text, prompt_ids=encoded["input_ids"].tolist(), image_keys=list(image_keys),
-                     response_ids=response_ids, logprobs=[0.0] * len(response_ids),
-                     versions=[-1] * len(response_ids))
+        response_ids = np.asarray(policy.processor.encode_text(reply.text) + [policy.processor.special.eos], np.int32)
+        return Reply(text=reply.text, prompt_ids=encoded["input_ids"], image_keys=list(image_keys),
+                     response_ids=response_ids, logprobs=np.zeros(len(response_ids), np.float32),
+                     versions=np.full(len(response_ids), -1, np.int32))
 
 
 # ---------------------------------------------------------------- at scale

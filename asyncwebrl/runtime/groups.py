@@ -71,8 +71,8 @@ class Group:
 
     def min_version(self) -> int:
         """The oldest weights that wrote any of its tokens (-1 when no tokens carry one)."""
-        versions = [v for t in self.members for s in t.steps for v in s.versions]
-        return min(versions) if versions else -1
+        oldest = [int(np.min(s.versions)) for t in self.members for s in t.steps if len(s.versions)]
+        return min(oldest) if oldest else -1
 
     def screenshot_keys(self) -> list[str]:
         return [k for t in self.members for k in t.screenshot_keys()]

@@ -85,7 +85,7 @@ class ModelAgent:
             raise PolicyUnavailable(str(refused)) from refused
         # The text leaves special tokens out: it goes back into later prompts, where an
         # <|image_pad|> the model wrote would become an image placeholder without an image.
+        # the sampler's arrays as they are: a prompt is thousands of ids, which no step turns into a list
         return Reply(text=self.policy.processor.decode(response.tokens, skip_special_tokens=True),
-                     prompt_ids=request.input_ids.tolist(),
-                     image_keys=list(image_keys), response_ids=response.tokens.tolist(),
-                     logprobs=response.logprobs.tolist(), versions=response.versions.tolist())
+                     prompt_ids=request.input_ids, image_keys=list(image_keys), response_ids=response.tokens,
+                     logprobs=response.logprobs, versions=response.versions)
