@@ -22,10 +22,11 @@ from ml_collections import config_flags
 
 from asyncwebrl.envs import MissingSetting, environment_class
 from asyncwebrl.records import Trajectory
+from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize, write_eval
-from asyncwebrl.runtime.settings import episode_settings, make_environment, pool_arguments, screenshot_store
+from asyncwebrl.runtime.settings import make_environment, pool_arguments, screenshot_store
 from asyncwebrl.runtime.validate import validate_config
 from asyncwebrl.web.server import LocalWeb
 
@@ -89,8 +90,8 @@ def run_episodes(config, tasks, web: LocalWeb, phase: str) -> tuple[list[Traject
     engine = getattr(policy, "engine", None)
     with engine if engine is not None else contextlib.nullcontext():
         return asyncio.run(run_tasks(
-            tasks, policy, make_environment(config, web, store), episode_settings(config, phase), store=store,
-            **pool_arguments(config)))
+            tasks, policy, make_environment(config, web, store), EpisodeSettings.from_config(config, phase),
+            store=store, **pool_arguments(config)))
 
 
 def serving(web: LocalWeb, config):

@@ -6,6 +6,8 @@ import dataclasses
 import json
 from typing import Any
 
+import numpy as np
+
 # Step limits by difficulty level (docs/algorithm.md#step-limits).
 STEP_LIMITS = {"train": {"easy": 10, "medium": 20, "hard": 30}, "test": {"easy": 30, "medium": 50, "hard": 70}}
 LEVELS = ("easy", "medium", "hard")
@@ -68,9 +70,16 @@ class Task:
         return cls(**{k: v for k, v in row.items() if k in names})
 
 
+def no_tokens(dtype) -> dataclasses.Field:
+    """A per-token field of a step that no model wrote: an empty array."""
+    return dataclasses.field(default_factory=lambda: np.zeros(0, dtype))
+
+
 @dataclasses.dataclass
 class Step:
-    """One agent step. Token fields stay empty for policies without a model."""
+    """One agent step. Token fields stay empty for policies without a model. They are numpy
+    arrays from the sampler to the learner's rows (a long prompt is thousands of ids);
+    writers of JSON turn them into lists."""
 
     index: int
     url: str
@@ -80,11 +89,11 @@ class Step:
     title: str = ""  # of the page the step was taken on
     screenshot_key: str = ""
     screenshot_changed: bool = True
-    prompt_ids: list[int] = dataclasses.field(default_factory=list)
+    prompt_ids: np.ndarray = no_tokens(np.int32)  # [p] as the sampler saw them, image placeholders expanded
     image_keys: list[str] = dataclasses.field(default_factory=list)
-    response_ids: list[int] = dataclasses.field(default_factory=list)
-    behave_logprobs: list[float] = dataclasses.field(default_factory=list)
-    versions: list[int] = dataclasses.field(default_factory=list)
+    response_ids: np.ndarray = no_tokens(np.int32)  # [r]
+    behave_logprobs: np.ndarray = no_tokens(np.float32)  # [r] under the sampler's distribution
+    versions: np.ndarray = no_tokens(np.int32)  # [r] the weight version that wrote each response token
     seconds_policy: float = 0.0
     seconds_browser: float = 0.0
     point: list[float] | None = None  # where a click or type landed, in screenshot pixels

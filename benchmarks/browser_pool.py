@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import platform
@@ -28,6 +29,10 @@ from asyncwebrl.rollout.response import format_response  # noqa: E402
 from asyncwebrl.rollout.screenshots import ScreenshotStore  # noqa: E402
 from asyncwebrl.web.server import LocalWeb  # noqa: E402
 from asyncwebrl.web.tasks import generate_tasks, select_balanced  # noqa: E402
+from configs.default import bare  # noqa: E402
+
+# coordinates, the tasks' own step limits; the bare config's viewport and deadlines
+SETTINGS = dataclasses.replace(EpisodeSettings.from_config(bare(), "test"), interaction="coordinates", step_limits=None)
 
 
 def rss_mib(pids) -> float:
@@ -78,7 +83,7 @@ class TimedStore(ScreenshotStore):
 
 async def run(web, tasks, *, workers: int, pages: int, relaunch: bool = False) -> dict:
     store = TimedStore()
-    settings = EpisodeSettings(interaction="coordinates")
+    settings = SETTINGS
     async with BrowserPool(LocalEnvironment(web), store=store, settings=settings, workers=workers,
                            pages_per_browser=pages, relaunch_every_episode=relaunch) as pool:
         started = time.perf_counter()
@@ -117,7 +122,7 @@ async def soak(web, episodes: int) -> dict:
                     return Reply(format_response({}, {}, "x", "Soak.", move))
             return Agent()
 
-    async with BrowserPool(LocalEnvironment(web), store=store, settings=EpisodeSettings(), pages_per_browser=4) as pool:
+    async with BrowserPool(LocalEnvironment(web), store=store, settings=SETTINGS, pages_per_browser=4) as pool:
         async def one():
             trajectory = await pool.run(task, Click())
             store.free(trajectory.screenshot_keys())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import platform
@@ -30,6 +31,10 @@ from asyncwebrl.rollout.policies import OraclePolicy  # noqa: E402
 from asyncwebrl.runtime.evaluate import run_tasks, summarize  # noqa: E402
 from asyncwebrl.web.server import LocalWeb  # noqa: E402
 from asyncwebrl.web.tasks import generate_tasks, select_balanced  # noqa: E402
+from configs.default import bare  # noqa: E402
+
+# the bare config's viewport and deadlines, the tasks' own step limits
+TEST = dataclasses.replace(EpisodeSettings.from_config(bare(), "test"), step_limits=None)
 
 
 def median_ms(samples: list[float]) -> float:
@@ -83,7 +88,8 @@ def main() -> None:
         for interaction in ("coordinates", "set_of_marks"):
             for concurrency in map(int, args.concurrency.split(",")):
                 trajectories, wall = asyncio.run(run_tasks(
-                    tasks, OraclePolicy(web.session), LocalEnvironment(web), EpisodeSettings(interaction=interaction),
+                    tasks, OraclePolicy(web.session), LocalEnvironment(web),
+                    dataclasses.replace(TEST, interaction=interaction),
                     concurrency=concurrency, progress=None))
                 summary = summarize(trajectories, wall)
                 steps = [s for t in trajectories for s in t.steps]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import dataclasses
 import json
 import os
 import platform
@@ -32,12 +33,13 @@ from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy  # noqa: E402
 from asyncwebrl.runtime.evaluate import run_tasks, summarize  # noqa: E402
 from asyncwebrl.web.server import LocalWeb  # noqa: E402
 from asyncwebrl.web.tasks import generate_tasks, select_balanced  # noqa: E402
+from configs.default import bare  # noqa: E402
 
 DRIVERS = ("chromium", "http")
 
 
 def run(web: LocalWeb, tasks, policy, driver: str, concurrency: int):
-    settings = EpisodeSettings(interaction="set_of_marks", observation="text", phase="test", step_limits=(6, 10, 14))
+    settings = dataclasses.replace(EpisodeSettings.from_config(bare(), "test"), observation="text")
     environment = LocalEnvironment(web, browser_free=driver == "http")
     return asyncio.run(run_tasks(tasks, policy, environment, settings, driver=driver, concurrency=concurrency,
                                  progress=None))

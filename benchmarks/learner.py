@@ -26,6 +26,7 @@ The denominator is the matmul peak in the compute dtype measured in the same run
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -46,6 +47,7 @@ from asyncwebrl.learner.packing import PackingShape, StepRow  # noqa: E402
 from asyncwebrl.learner.train import LossSettings, OptimizerSettings  # noqa: E402
 from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
 from benchmarks.workload import ordinary_token_limit  # noqa: E402
+from configs.default import bare  # noqa: E402
 
 RESPONSE_TOKENS = 240        # ~240 response tokens per step (docs/algorithm.md#memory-drift)
 # a 1280x720 screenshot under Qwen3-VL's processor (720 rounds to 704): 3,520 patches, 880 tokens
@@ -140,10 +142,13 @@ def main() -> None:
     shape = PackingShape(row_length=args.row_length, rows_per_microbatch=args.rows_per_microbatch,
                          images_per_microbatch=steps_per_row * args.rows_per_microbatch if args.images else 0,
                          patches_per_image=patches if args.images else 0)
+    base = bare()   # the bare config's clips and AdamW (configs/default.py), at the paper's learning rate
     settings = LearnerSettings(
-        packing=shape, loss=LossSettings(kind=args.loss, logit_chunk=args.logit_chunk),
-        optimizer=OptimizerSettings(warmup_steps=10, total_steps=1000, moment_dtype=args.moment_dtype),
-        gradient_dtype=args.gradient_dtype)
+        packing=shape, loss=dataclasses.replace(LossSettings.from_config(base), kind=args.loss,
+                                                logit_chunk=args.logit_chunk),
+        optimizer=dataclasses.replace(OptimizerSettings.from_config(base), learning_rate=5e-6, warmup_steps=10,
+                                      total_steps=1000, moment_dtype=args.moment_dtype),
+        epochs=1, minibatches=1, seed=0, gradient_dtype=args.gradient_dtype)
 
     built = time.perf_counter()
     model = Qwen3VL(config, dtype=args.compute_dtype, param_dtype=args.param_dtype, remat=args.remat,

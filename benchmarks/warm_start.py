@@ -187,13 +187,14 @@ def closed_loop(config, engine, processor, tasks) -> dict:
     from asyncwebrl.rollout.screenshots import ScreenshotStore
     from asyncwebrl.runtime.build import make_model_policy
     from asyncwebrl.runtime.evaluate import run_tasks, summarize
-    from asyncwebrl.runtime.settings import episode_settings, pool_arguments
+    from asyncwebrl.rollout.episode import EpisodeSettings
+    from asyncwebrl.runtime.settings import pool_arguments
     from asyncwebrl.web.server import LocalWeb
 
     store, web = ScreenshotStore(), LocalWeb()
     policy = make_model_policy(config, engine, processor, store)
     trajectories, wall = asyncio.run(run_tasks(tasks, policy, LocalEnvironment(web, browser_free=True),
-                                               episode_settings(config, "test"), store=store, progress=None,
+                                               EpisodeSettings.from_config(config, "test"), store=store, progress=None,
                                                **pool_arguments(config)))
     summary = summarize(trajectories, wall)
     return {"success": summary["success_rate"], "episodes": summary["episodes"],

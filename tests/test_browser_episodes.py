@@ -14,7 +14,7 @@ from playwright.async_api import async_playwright
 from asyncwebrl.envs.local import LocalEnvironment
 from asyncwebrl.records import Task
 from asyncwebrl.rollout.browser import launch_browser
-from asyncwebrl.rollout.episode import EpisodeSettings, run_episode
+from asyncwebrl.rollout.episode import run_episode
 from asyncwebrl.rollout.page import observe
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy, Reply
 from asyncwebrl.rollout.response import format_response
@@ -22,6 +22,7 @@ from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks, select_balanced
+from bare_settings import episode_settings  # tests/bare_settings.py
 from loopback import LoopbackService  # tests/loopback.py
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -49,7 +50,7 @@ def oracle_failures(web, cases: list[tuple[Task, str]]) -> list:
     for mode in ("set_of_marks", "coordinates"):
         tasks = [t for t, m in cases if m == mode]
         trajectories, _ = asyncio.run(run_tasks(tasks, OraclePolicy(web.session), LocalEnvironment(web),
-                                                EpisodeSettings(interaction=mode, phase="train"), progress=None))
+                                                episode_settings("train", interaction=mode), progress=None))
         assert len(trajectories) == len(tasks)
         for t in trajectories:
             if not t.success or any(s.action_error for s in t.steps):
@@ -84,7 +85,7 @@ def test_oracle_solves_every_task_kind_on_every_variant_in_both_modes(web):
 def test_random_policy_rarely_succeeds(web):
     tasks = select_balanced(generate_tasks("test", 1), 12, seed=1)
     trajectories, wall = asyncio.run(run_tasks(tasks, RandomPolicy(seed=0), LocalEnvironment(web),
-                                               EpisodeSettings(interaction="coordinates", phase="train"), progress=None))
+                                               episode_settings("train", interaction="coordinates"), progress=None))
     summary = summarize(trajectories, wall)
     assert summary["crashed"] == 0
     assert summary["episodes"] == 12
@@ -150,7 +151,8 @@ def _run_one(web, task, agent, store=None):
             try:
                 policy = _Scripted(agent(browser))
                 return await run_episode(browser, task, policy, site=environment.episode_site(task, "e-1"),
-                                         store=store, settings=EpisodeSettings(), episode_id="e-1")
+                                         store=store, settings=episode_settings("test", interaction="coordinates"),
+                                         episode_id="e-1")
             finally:
                 if browser.is_connected():
                     await browser.close()

@@ -14,12 +14,12 @@ import sys
 import jax
 import numpy as np
 import pytest
+from bare_settings import optimizer_settings  # tests/bare_settings.py
 from test_learner import SHAPE, make_rows, settings, tiny_model
 
 from asyncwebrl import distributed
 from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.learner.learner import Learner
-from asyncwebrl.learner.train import OptimizerSettings
 
 BATCHES = (21, 22)   # seeds of the global batches, one per update
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed_worker.py")
@@ -27,7 +27,7 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed_w
 
 def learner_on(mesh) -> Learner:
     shape = dataclasses.replace(SHAPE, rows_per_microbatch=3, images_per_microbatch=6)
-    smooth = OptimizerSettings(learning_rate=1e-3, eps=1e-6, warmup_steps=1, total_steps=20)
+    smooth = optimizer_settings(learning_rate=1e-3, eps=1e-6, warmup_steps=1, total_steps=20)
     return Learner(tiny_model(), settings(packing=shape, optimizer=smooth), mesh=mesh)
 
 

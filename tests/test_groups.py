@@ -24,7 +24,7 @@ def finished(group, member, reward, version=0, outcome="answered"):
 
 def make_buffer(released, **overrides):
     settings = dict(group_size=2, groups_per_batch=2, eta=0, max_running=10, sampler=TaskSampler(TASKS, seed=1),
-                    release=released.extend)
+                    release=released.extend, dynamic_sampling=True, pacing=False)
     return GroupBuffer(**{**settings, **overrides})
 
 

@@ -14,16 +14,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from asyncwebrl.envs.judge import JudgeSettings, LLMJudge
+from asyncwebrl.envs.judge import LLMJudge
 from asyncwebrl.envs.webgym import WebGymEnvironment, load_webgym
 from asyncwebrl.records import Task
-from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import Reply
 from asyncwebrl.rollout.response import format_response
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
+from bare_settings import episode_settings, judge_settings  # tests/bare_settings.py
 from loopback import TcpEndpoint, read_request  # tests/loopback.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -107,7 +107,7 @@ def endpoint():
 
 def make_judge(endpoint, **overrides) -> LLMJudge:
     settings = dict(base_url=endpoint.url, model="judge", timeout_s=5.0, retries=2, backoff_s=0.01)
-    return LLMJudge(JudgeSettings(**{**settings, **overrides}))
+    return LLMJudge(judge_settings(**{**settings, **overrides}))
 
 
 def judge(endpoint, task=TASK, answer=ANSWER, screenshots=(PNG, PNG), **overrides):
@@ -282,7 +282,7 @@ class TrickleEndpoint:
 def test_a_trickling_endpoint_is_cut_at_the_calls_deadline(part):
     trickle = TrickleEndpoint(interval=0.25, part=part)   # 20 bytes over 5 s, then it stops sending
     try:
-        llm = LLMJudge(JudgeSettings(base_url=trickle.url, model="judge", timeout_s=0.5, retries=1, backoff_s=0.01))
+        llm = LLMJudge(judge_settings(base_url=trickle.url, model="judge", timeout_s=0.5, retries=1, backoff_s=0.01))
         result = asyncio.run(llm.judge(TASK, ANSWER, [PNG]))
         deadline = time.monotonic() + 10
         while len(trickle.delivered) < 2 and time.monotonic() < deadline:   # the server's threads finish
@@ -335,7 +335,7 @@ def test_an_endpoint_not_listening_is_retried_into_unknown():
     with socket.socket() as probe:   # a loopback port with nothing listening on it
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    llm = LLMJudge(JudgeSettings(base_url=f"http://127.0.0.1:{port}/v1", model="judge", timeout_s=5.0, retries=1,
+    llm = LLMJudge(judge_settings(base_url=f"http://127.0.0.1:{port}/v1", model="judge", timeout_s=5.0, retries=1,
                                  backoff_s=0.01))
     result = asyncio.run(llm.judge(TASK, ANSWER, [PNG]))
     assert result.reward is None and "2 attempts: APIConnectionError" in result.note and "ConnectError" in result.note
@@ -401,7 +401,7 @@ def test_eval_of_a_webgym_file_on_locally_served_sites_with_the_loopback_judge(e
 
         judge.judge = judge_with_blocked_page
         trajectories, _ = asyncio.run(run_tasks(tasks, Answers(answers), environment,
-                                                EpisodeSettings(interaction="coordinates", phase="test"),
+                                                episode_settings("test", interaction="coordinates"),
                                                 store=store, concurrency=1, progress=None))
     by_id = {t.task.task_id: t for t in trajectories}
     assert report.kept == 5 and all(t.steps for t in trajectories)

@@ -12,7 +12,7 @@ from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.learner.learner import Learner, LearnerSettings
 from asyncwebrl.learner.losses import LOSSES, LossKind
 from asyncwebrl.learner.packing import PackingShape, StepRow, pack
-from asyncwebrl.learner.train import LossSettings, OptimizerSettings, learning_rate_schedule, target_logprobs
+from asyncwebrl.learner.train import learning_rate_schedule, target_logprobs
 from asyncwebrl.model import Qwen3VL, preset
 from asyncwebrl.model.inputs import vision_inputs
 from asyncwebrl.model.tokenizer import Processor, byte_tokenizer, make_image_processor
@@ -20,6 +20,8 @@ from asyncwebrl.parallel import make_mesh
 from asyncwebrl.records import Task, Trajectory
 from asyncwebrl.runtime.rows import episode_advantages
 from asyncwebrl.runtime.training import learner_record
+from bare_settings import loss_settings, optimizer_settings  # tests/bare_settings.py
+from configs.default import bare
 
 # The tiny preset's architecture with fewer layers: the learner's mechanics, quicker to compile.
 CONFIG = dataclasses.replace(preset("tiny"), text=dataclasses.replace(preset("tiny").text, num_layers=2),
@@ -55,8 +57,9 @@ def tiny_model(seed: int = 0) -> Qwen3VL:
 
 
 def settings(**changes) -> LearnerSettings:
-    base = LearnerSettings(packing=SHAPE, optimizer=OptimizerSettings(learning_rate=1e-3, warmup_steps=2,
-                                                                      total_steps=20))
+    """The bare config's learner (configs/default.py) on SHAPE's microbatches, at a higher learning rate."""
+    base = dataclasses.replace(LearnerSettings.from_config(bare()), packing=SHAPE,
+                               optimizer=optimizer_settings(learning_rate=1e-3, warmup_steps=2, total_steps=20))
     return dataclasses.replace(base, **changes)
 
 
@@ -179,7 +182,7 @@ def test_single_step_update_takes_pi_prox_from_its_own_forward(monkeypatch):
     for name in ("loss", "importance_weight_mean", "grad_norm"):
         assert measured_without[name] == pytest.approx(measured_with[name], rel=1e-5, abs=1e-7), name
     assert Learner(tiny_model(), settings(packing=shape, epochs=2))._needs_proximal_pass(3)
-    assert not Learner(tiny_model(), settings(packing=shape, epochs=2, loss=LossSettings(decoupled=False))
+    assert not Learner(tiny_model(), settings(packing=shape, epochs=2, loss=loss_settings(decoupled=False))
                        )._needs_proximal_pass(3)
 
 
@@ -200,6 +203,46 @@ def test_rl_update_measures_and_bumps_the_version():
     assert any(not np.array_equal(a, b) for a, b in zip(before, params_of(learner)))
 
 
+# How a jax array is read on the host without jax.device_get: int(x), float(x), bool(x),
+# operator.index(x), x.item(), x.tolist(), np.asarray(x)
+IMPLICIT_READS = ("__int__", "__float__", "__bool__", "__index__", "item", "tolist", "__array__")
+
+
+def test_an_update_reads_the_device_at_its_start_and_end_only(monkeypatch):
+    """Four optimiser steps, two reads of the device: the starting step and version, and
+    the summed measurements; no step waits for the host to read its results. On an
+    accelerator jax.transfer_guard_device_to_host("disallow") would name a stray read, but
+    the CPU backend lets such copies through (its arrays are host memory), so here every
+    way of reading a jax array but jax.device_get fails during the update."""
+    learner = Learner(tiny_model(), settings(epochs=2, minibatches=2,
+                                             packing=dataclasses.replace(SHAPE, rows_per_microbatch=1)))
+    rows = make_rows(6, seed=4)
+    array_type = type(jnp.zeros(()))
+    fetching, fetches = [], []
+
+    def refused(name, read):
+        def guarded(self, *args, **kwargs):
+            if not fetching:
+                raise AssertionError(f"the update read a device array through {name}, not jax.device_get")
+            return read(self, *args, **kwargs)
+        return guarded
+
+    def device_get(tree, device_get=jax.device_get):
+        fetches.append(tree)
+        fetching.append(True)
+        try:
+            return device_get(tree)
+        finally:
+            fetching.pop()
+
+    for name in IMPLICIT_READS:
+        monkeypatch.setattr(array_type, name, refused(name, getattr(array_type, name)))
+    monkeypatch.setattr(jax, "device_get", device_get)
+    measured = learner.update(rows)
+    monkeypatch.undo()
+    assert measured["optimizer_steps"] == 4 and len(fetches) == 2
+
+
 def test_nan_guard_skips_the_update_and_keeps_the_moments():
     learner = Learner(tiny_model(), settings())
     rows = make_rows(4, seed=5)
@@ -216,7 +259,7 @@ def test_nan_guard_skips_the_update_and_keeps_the_moments():
 
 
 def test_supervised_mode_learns_the_demonstrations():
-    learner = Learner(tiny_model(), settings(loss=LossSettings(kind="sft")))
+    learner = Learner(tiny_model(), settings(loss=loss_settings(kind="sft")))
     rows = make_rows(4, seed=6)
     first = learner.update(rows)["nll"]
     for _ in range(15):
@@ -245,7 +288,7 @@ def test_a_new_loss_kind_is_one_registry_line(monkeypatch):
     np.testing.assert_allclose(episode_advantages(episodes, kind="reinforce", normalizer="const", k=10.0),
                                [0.5, -0.5, -0.5, 0.5])
     rows = make_rows(6, seed=8)
-    learner = Learner(tiny_model(), settings(loss=LossSettings(kind="reinforce"), epochs=2))
+    learner = Learner(tiny_model(), settings(loss=loss_settings(kind="reinforce"), epochs=2))
     before = params_of(learner)
     measured = learner.update(rows)
     tokens = np.array([len(r.response_ids) for r in rows])
@@ -261,7 +304,7 @@ def test_a_new_loss_kind_is_one_registry_line(monkeypatch):
 
 def test_an_unknown_loss_kind_is_named_when_the_learner_is_set_up():
     with pytest.raises(ValueError, match="loss kind must be one of"):
-        settings(loss=LossSettings(kind="ppo"))
+        settings(loss=loss_settings(kind="ppo"))
 
 
 def test_sharded_update_equals_single_device():
@@ -272,7 +315,7 @@ def test_sharded_update_equals_single_device():
     1e-8) bounds that amplification, and we allow 0.5% of lr (1e-3) absolute."""
     rows = make_rows(8, seed=7)
     shape = dataclasses.replace(SHAPE, rows_per_microbatch=4, images_per_microbatch=8)
-    smooth = OptimizerSettings(learning_rate=1e-3, eps=1e-6, warmup_steps=2, total_steps=20)
+    smooth = optimizer_settings(learning_rate=1e-3, eps=1e-6, warmup_steps=2, total_steps=20)
     single = Learner(tiny_model(), settings(packing=shape, optimizer=smooth))
     sharded = Learner(tiny_model(), settings(packing=shape, optimizer=smooth),
                       mesh=make_mesh({"data": 1, "fsdp": 4, "tensor": 2}))
@@ -347,6 +390,6 @@ def test_a_response_that_spells_an_image_pad_is_text():
 
 def test_a_warmup_longer_than_the_schedule_is_named():
     with pytest.raises(ValueError, match="warmup_steps=100 .* total_steps=10"):
-        learning_rate_schedule(OptimizerSettings(learning_rate=1e-3, warmup_steps=100, total_steps=10))
-    assert float(learning_rate_schedule(OptimizerSettings(learning_rate=1e-3, warmup_steps=5, total_steps=10))(5)) \
+        learning_rate_schedule(optimizer_settings(learning_rate=1e-3, warmup_steps=100, total_steps=10))
+    assert float(learning_rate_schedule(optimizer_settings(learning_rate=1e-3, warmup_steps=5, total_steps=10))(5)) \
         == pytest.approx(1e-3)

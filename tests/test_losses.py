@@ -7,6 +7,11 @@ import pytest
 
 from asyncwebrl.learner.choices import LOSS_KINDS, WARM_START_KIND
 from asyncwebrl.learner.losses import LOSSES, group_advantages, policy_loss, raft_advantages, step_advantages
+from configs.default import bare
+
+# the bare config's clips and normaliser constant (configs/default.py)
+CLIPS = {name: bare().loss[name] for name in ("eps", "eps_high", "dual_clip", "behave_cap")}
+K = bare().loss.k
 
 
 def reference_loss(logp, prox, behave, adv, mask, eps, eps_high, c, cap, decoupled):
@@ -70,8 +75,8 @@ def test_decoupling_halves_clipping_under_staleness():
     logp = prox + rng.normal(0.0, 0.05, behave.shape)
     adv = rng.normal(0.0, 1.0, behave.shape)
     mask = np.ones_like(adv)
-    coupled = float(policy_loss(logp, prox, behave, adv, mask, decoupled=False)[1]["clip_ratio"])
-    decoupled = float(policy_loss(logp, prox, behave, adv, mask, decoupled=True)[1]["clip_ratio"])
+    coupled = float(policy_loss(logp, prox, behave, adv, mask, **CLIPS, decoupled=False)[1]["clip_ratio"])
+    decoupled = float(policy_loss(logp, prox, behave, adv, mask, **CLIPS, decoupled=True)[1]["clip_ratio"])
     assert decoupled < 0.5 * coupled
 
 
@@ -81,7 +86,7 @@ def test_masked_tokens_do_not_count_and_weights_carry_no_gradient():
     adv = jnp.array([[1.0, -1.0, 100.0]])
 
     def loss_of(logp, prox):
-        return policy_loss(logp, prox, prox - 0.5, adv, mask)[0]
+        return policy_loss(logp, prox, prox - 0.5, adv, mask, **CLIPS, decoupled=True)[0]
 
     grad_logp, grad_prox = jax.grad(loss_of, argnums=(0, 1))(logp, logp)
     w = np.exp(0.5)
@@ -103,10 +108,10 @@ def test_group_advantages_exact_values():
 
 def test_step_and_raft_advantages():
     adv = np.array([2.0, -1.0])
-    np.testing.assert_allclose(step_advantages(adv, [4, 10], "traj"), [0.5, -0.1])
+    np.testing.assert_allclose(step_advantages(adv, [4, 10], "traj", k=K), [0.5, -0.1])
     np.testing.assert_allclose(step_advantages(adv, [4, 10], "const", k=10), [0.2, -0.1])
     with pytest.raises(ValueError):
-        step_advantages(adv, [4, 10], "episode")
+        step_advantages(adv, [4, 10], "episode", k=K)
     np.testing.assert_allclose(raft_advantages([1, 0, 1], [5, 13, 2]), [0.2, 0.0, 0.5])
 
 
@@ -127,9 +132,10 @@ def test_per_token_weight_of_failures_vs_successes(normalizer, expected):
     a failed step's token, relative to a successful one's, is set by the normaliser."""
     rewards, steps = [1] + [0] * 7, [5] + [13] * 7
     adv = group_advantages(rewards, ["g"] * 8)
-    per_step = step_advantages(adv, steps, normalizer)
+    per_step = step_advantages(adv, steps, normalizer, k=K)
     tokens = jnp.zeros((8, 1))  # one token per episode, fresh samples: rho = w = 1
-    grad = jax.grad(lambda logp: policy_loss(logp, tokens, tokens, per_step[:, None], jnp.ones((8, 1)))[0])(tokens)
+    grad = jax.grad(lambda logp: policy_loss(logp, tokens, tokens, per_step[:, None], jnp.ones((8, 1)), **CLIPS,
+                                          decoupled=True)[0])(tokens)
     ratio = abs(float(grad[1, 0])) / abs(float(grad[0, 0]))
     assert ratio == pytest.approx(expected(adv[1], adv[0]), rel=1e-5)
     if normalizer == "traj":  # failures are under-weighted by 5/13 relative to "const"

@@ -14,14 +14,14 @@ import pytest
 from asyncwebrl.envs import miniwob
 from asyncwebrl.envs.miniwob import MiniWobEnvironment, miniwob_tasks, parse_names
 from asyncwebrl.envs.miniwob_solver import SOLVED_PAGES, MiniWobScriptedPolicy
-from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import Reply
 from asyncwebrl.rollout.response import format_response
 from asyncwebrl.runtime.evaluate import run_tasks
 from asyncwebrl.web.server import LocalWeb
+from bare_settings import episode_settings  # tests/bare_settings.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SETTINGS = EpisodeSettings(interaction="coordinates", phase="test", viewport=(160, 210), step_limits=(5, 10, 20))
+SETTINGS = episode_settings("test", interaction="coordinates", viewport=(160, 210), step_limits=(5, 10, 20))
 
 
 def run(tasks, policy, web):

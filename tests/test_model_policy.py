@@ -11,14 +11,16 @@ from flax import nnx
 from asyncwebrl.envs.local import LocalEnvironment
 from asyncwebrl.model import Qwen3VL, preset
 from asyncwebrl.model.tokenizer import Processor
-from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks
 from asyncwebrl.runtime.model_policy import ModelPolicy
-from asyncwebrl.sampler import Engine, EngineSettings, SamplingSettings
+from asyncwebrl.sampler import Engine
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
+from bare_settings import engine_settings, episode_settings  # tests/bare_settings.py
+
+TRAIN = episode_settings("train", interaction="set_of_marks")
 
 
 @pytest.fixture(scope="module")
@@ -30,22 +32,24 @@ def web():
 def test_model_policy_episode_records_tokens_logprobs_and_versions(web):
     processor = Processor.embedded()
     model = Qwen3VL(preset("tiny"), rngs=nnx.Rngs(0))
-    settings = EngineSettings(slots=2, capacity=4096, prompt_buckets=(512, 2048), max_images=2, patches_per_image=256,
-                              sampling=SamplingSettings(temperature=1.0), stop_token_ids=(processor.special.eos,))
+    settings = engine_settings(1.0, slots=2, capacity=4096, prompt_buckets=(512, 2048), max_images=2,
+                               patches_per_image=256, stop_token_ids=(processor.special.eos,))
     store = ScreenshotStore()
     engine = Engine(model, settings, version=7)
     policy = ModelPolicy(engine, processor, store, PromptBuilder("set_of_marks"), max_new_tokens=24)
     task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)  # easy: 10 steps at most
     with engine:
-        (trajectory,), _ = asyncio.run(run_tasks([task], policy, LocalEnvironment(web), EpisodeSettings(interaction="set_of_marks",
-                                                                                       phase="train"),
-                                                 store=store, concurrency=1, progress=None))
+        (trajectory,), _ = asyncio.run(run_tasks([task], policy, LocalEnvironment(web), TRAIN, store=store,
+                                                 concurrency=1, progress=None))
     assert trajectory.outcome in ("answered", "limit") and trajectory.reward is not None
     assert len(trajectory.steps) >= 1
     pad = processor.special.image_pad
     for step in trajectory.steps:
         assert 0 < len(step.response_ids) == len(step.behave_logprobs) == len(step.versions) <= 24
         assert set(step.versions) == {7}
+        # the sampler's own arrays, never lists of Python numbers (a prompt is thousands of ids)
+        assert [step.prompt_ids.dtype, step.response_ids.dtype, step.versions.dtype] == [np.int32] * 3
+        assert step.behave_logprobs.dtype == np.float32
         assert all(np.isfinite(step.behave_logprobs)) and max(step.behave_logprobs) <= 0
         assert len(step.image_keys) == min(step.index + 1, 2)       # history 1: previous + current screenshot
         assert step.image_keys[-1] == step.screenshot_key
@@ -68,9 +72,8 @@ def test_teacher_demonstrations_become_training_rows_in_the_model_format(web):
     processor, store = Processor.embedded(), ScreenshotStore()
     teacher = TeacherPolicy(OraclePolicy(web.session), processor, store, PromptBuilder("set_of_marks"))
     task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)
-    (trajectory,), _ = asyncio.run(run_tasks([task], teacher, LocalEnvironment(web), EpisodeSettings(interaction="set_of_marks",
-                                                                                    phase="train"),
-                                             store=store, concurrency=1, progress=None, free_screenshots=False))
+    (trajectory,), _ = asyncio.run(run_tasks([task], teacher, LocalEnvironment(web), TRAIN, store=store,
+                                             concurrency=1, progress=None, free_screenshots=False))
     assert trajectory.success and len(trajectory.steps) >= 2
     rows = step_rows([trajectory], [0.5], store, processor)
     assert len(rows) == len(trajectory.steps)
@@ -82,6 +85,8 @@ def test_teacher_demonstrations_become_training_rows_in_the_model_format(web):
         assert len(row.image_grid_thw) == len(step.image_keys)
         assert placeholders == int(row.image_grid_thw.prod(axis=1).sum()) // 4 == len(row.pixel_values) // 4
         assert row.advantage == 0.5
+        for field in ("prompt_ids", "response_ids", "behave_logprobs", "versions"):   # taken as they are, no copy
+            assert np.shares_memory(getattr(row, field), getattr(step, field)), field
     store.free(trajectory.screenshot_keys())
     assert store.stats.entries == 0
 
@@ -99,7 +104,7 @@ def test_the_oracle_answering_in_shorter_formats_takes_the_same_actions(web):
     for response_format in ("memory", "memory+action", "action"):
         (trajectory,), _ = asyncio.run(run_tasks(
             [task], OraclePolicy(web.session, response_format), LocalEnvironment(web),
-            EpisodeSettings(interaction="set_of_marks", phase="train"), concurrency=1, progress=None))
+            TRAIN, concurrency=1, progress=None))
         assert trajectory.success
         actions[response_format] = [step.action for step in trajectory.steps]
         responses[response_format] = [step.response for step in trajectory.steps]

@@ -10,7 +10,7 @@ import pytest
 from asyncwebrl.envs.local import LocalEnvironment
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.records import LEVELS, Step
-from asyncwebrl.rollout.episode import EpisodeSettings, plan_room
+from asyncwebrl.rollout.episode import plan_room
 from asyncwebrl.rollout.http_tab import HttpPool
 from asyncwebrl.rollout.observation import Observation
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy, Reply
@@ -23,8 +23,9 @@ from asyncwebrl.web.http_page import HttpPage
 from asyncwebrl.web.page_text import cut_lines, parse_page
 from asyncwebrl.web.server import LOGICAL_ORIGIN, LocalWeb
 from asyncwebrl.web.tasks import generate_tasks, select_balanced
+from bare_settings import episode_settings  # tests/bare_settings.py
 
-TEXT = EpisodeSettings(interaction="set_of_marks", observation="text", phase="test", step_limits=(6, 10, 14))
+TEXT = episode_settings("test", interaction="set_of_marks", observation="text", step_limits=(6, 10, 14))
 
 PAGE = """<!doctype html><html><head><title>Shop &amp; more</title><style>p {color: red}</style>
 <script>var x = "<p>not text</p>";</script></head><body>
@@ -146,10 +147,10 @@ def test_http_random_policy_rarely_succeeds():
 
 def test_http_driver_refuses_what_needs_layout():
     with pytest.raises(ValueError, match="set_of_marks"):
-        EpisodeSettings(interaction="coordinates", observation="text")
+        episode_settings("test", interaction="coordinates", observation="text")
     with pytest.raises(ValueError, match="agent.observation must be 'text'"):
         HttpPool(LocalEnvironment(LocalWeb(), browser_free=True), store=ScreenshotStore(),
-                 settings=EpisodeSettings(interaction="set_of_marks"))
+                 settings=episode_settings("test", interaction="set_of_marks"))
 
 
 def test_text_prompt_shows_the_page_and_repeats_the_task():
@@ -213,14 +214,14 @@ def test_chromium_and_http_show_the_same_text_and_agree_on_outcomes():
     runs = {}
     with LocalWeb() as web:
         for driver in ("chromium", "http"):
-            settings = EpisodeSettings(interaction="set_of_marks", observation="text", phase="test",
+            settings = episode_settings("test", interaction="set_of_marks", observation="text",
                                        step_limits=(6, 10, 14))
             runs[driver], _ = asyncio.run(run_tasks(
                 tasks, OraclePolicy(web.session, "action"), LocalEnvironment(web, browser_free=driver == "http"),
                 settings, driver=driver, progress=None))
         shot, _ = asyncio.run(run_tasks(  # text+screenshot: the same text, and screenshots with the same ids
             tasks[:1], OraclePolicy(web.session, "action"), LocalEnvironment(web),
-            EpisodeSettings(interaction="set_of_marks", observation="text+screenshot", phase="test"),
+            episode_settings("test", interaction="set_of_marks", observation="text+screenshot"),
             free_screenshots=True, progress=None))
     for chromium, http in zip(runs["chromium"], runs["http"]):
         assert (chromium.outcome, chromium.reward) == (http.outcome, http.reward) == ("answered", 1.0), \
@@ -235,9 +236,9 @@ def test_step_limits_fit_the_oracle_plan_unless_told_not_to():
     task = max(generate_tasks("test", 1), key=lambda t: len(t.local["oracle"]))
     moves = sum(m["op"] != "note" for m in task.local["oracle"])
     assert plan_room(task) == moves + max(2, moves // 2) > 2
-    assert EpisodeSettings(step_limits=(2, 2, 2)).step_limit(task) == plan_room(task)
-    assert EpisodeSettings(step_limits=(2, 2, 2), fit_plans=False).step_limit(task) == 2
-    assert EpisodeSettings(step_limits=(99, 99, 99)).step_limit(task) == 99
+    assert episode_settings("test", step_limits=(2, 2, 2)).step_limit(task) == plan_room(task)
+    assert episode_settings("test", step_limits=(2, 2, 2), fit_plans=False).step_limit(task) == 2
+    assert episode_settings("test", step_limits=(99, 99, 99)).step_limit(task) == 99
 
 
 class ScriptedPolicy:
@@ -274,7 +275,8 @@ OFF_PATH = {  # site -> moves: going back after typing and toggling, typing wher
 
 def test_drivers_agree_off_the_oracle_path():
     tasks = {t.local["site"]: t for t in generate_tasks("train", 1) if t.local["site"] in OFF_PATH}
-    settings = EpisodeSettings(interaction="set_of_marks", observation="text", step_limits=(9, 9, 9), fit_plans=False)
+    settings = episode_settings("test", interaction="set_of_marks", observation="text", step_limits=(9, 9, 9),
+                                fit_plans=False)
     with LocalWeb() as web:
         for site, moves in OFF_PATH.items():
             runs = {driver: asyncio.run(run_tasks([tasks[site]], ScriptedPolicy(moves),

@@ -20,7 +20,7 @@ import pytest
 
 from asyncwebrl.envs.local import LocalEnvironment
 from asyncwebrl.records import Task
-from asyncwebrl.rollout.episode import EpisodeSettings, EpisodeSite
+from asyncwebrl.rollout.episode import EpisodeSite
 from asyncwebrl.rollout.policies import Reply
 from asyncwebrl.rollout.pool import BrowserPool
 from asyncwebrl.rollout.response import format_response
@@ -29,6 +29,7 @@ from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.web.evaluator import Judgement
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
+from bare_settings import episode_settings  # tests/bare_settings.py
 from loopback import LoopbackService  # tests/loopback.py
 
 PAGES = {
@@ -158,7 +159,7 @@ def run_pool(origin, jobs, settings=None, allow_hosts=(), **pool_options):
     """Runs (path, policy) jobs on one pool; returns trajectories, pool and environment."""
     environment = HostileEnvironment(origin, allow_hosts)
     store = ScreenshotStore()
-    settings = settings or EpisodeSettings(timeout_s=5, step_deadline_s=5)
+    settings = settings or episode_settings("test", interaction="coordinates", timeout_s=5, step_deadline_s=5)
 
     async def scenario():
         async with BrowserPool(environment, store=store, settings=settings, **pool_options) as pool:
@@ -244,7 +245,7 @@ class FreezingEnvironment(HostileEnvironment):
 def test_a_browser_that_stops_answering_while_an_episode_opens_ends_its_episodes_as_crashed(hostile):
     environment = FreezingEnvironment(hostile)
     store = ScreenshotStore()
-    settings = EpisodeSettings(timeout_s=2, step_deadline_s=5)
+    settings = episode_settings("test", interaction="coordinates", timeout_s=2, step_deadline_s=5)
 
     async def scenario():
         async with BrowserPool(environment, store=store, settings=settings, pages_per_browser=2) as pool:
@@ -281,7 +282,7 @@ def test_a_crashed_page_ends_its_episode_and_the_next_one_runs(hostile):
 
 
 def test_a_frozen_page_is_abandoned_at_the_step_deadline(hostile):
-    settings = EpisodeSettings(timeout_s=2, step_deadline_s=3)
+    settings = episode_settings("test", interaction="coordinates", timeout_s=2, step_deadline_s=3)
     freeze = {"action": "left_click", "coordinate": [100, 50]}
     jobs = [("/freeze", Script([freeze])), ("/", Script([]))]
     trajectories, pool, _, store = run_pool(hostile, jobs, settings=settings, pages_per_browser=1)
@@ -612,7 +613,8 @@ def test_sixty_episodes_leave_no_contexts_or_screenshots_behind():
 
     async def scenario(web):
         task = generate_tasks("test", 1)[0]
-        async with BrowserPool(LocalEnvironment(web), store=store, settings=EpisodeSettings(timeout_s=10),
+        settings = episode_settings("test", interaction="coordinates", timeout_s=10)
+        async with BrowserPool(LocalEnvironment(web), store=store, settings=settings,
                                pages_per_browser=4, recycle_after=20) as pool:
             baseline = pool.open_contexts()
 

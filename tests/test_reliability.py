@@ -9,11 +9,10 @@ import urllib.parse
 import pytest
 
 from asyncwebrl.envs import judge as judge_module
-from asyncwebrl.envs.judge import JudgeSettings, LLMJudge, precheck
+from asyncwebrl.envs.judge import LLMJudge, precheck
 from asyncwebrl.envs.webgym import WebGymEnvironment
 from asyncwebrl.records import Step, Task, Trajectory
 from asyncwebrl.rollout import response as response_module
-from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import PolicyFailure, Reply
 from asyncwebrl.rollout.response import format_response, response_action
 from asyncwebrl.rollout.screenshots import ScreenshotStore
@@ -22,6 +21,7 @@ from asyncwebrl.runtime.rundir import RunDirectory
 from asyncwebrl.web.evaluator import Judgement
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
+from bare_settings import episode_settings, judge_settings  # tests/bare_settings.py
 from loopback import TcpEndpoint, read_request  # tests/loopback.py
 
 TASK = Task(task_id="t1", task_name="Find the price of the blue kettle", website="https://shop.example",
@@ -104,7 +104,7 @@ def test_reading_the_verdict_of_a_long_blank_reply_is_linear():
     endpoint = raw_endpoint(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                            % (len(data), data))
     try:
-        judge = LLMJudge(JudgeSettings(base_url=endpoint.url, model="judge", timeout_s=5.0, retries=0))
+        judge = LLMJudge(judge_settings(base_url=endpoint.url, model="judge", timeout_s=5.0, retries=0))
         judgement = asyncio.run(judge.judge(TASK, "The kettle costs $24.50.", [b"png"]))
     finally:
         endpoint.close()
@@ -132,7 +132,7 @@ def test_reading_the_verdict_of_a_long_blank_reply_is_linear():
 def test_a_broken_judge_endpoint_makes_the_reward_unknown_not_an_exception(reply, error):
     endpoint = raw_endpoint(reply)
     try:
-        judge = LLMJudge(JudgeSettings(base_url=endpoint.url, model="judge", timeout_s=5.0, retries=1, backoff_s=0.01))
+        judge = LLMJudge(judge_settings(base_url=endpoint.url, model="judge", timeout_s=5.0, retries=1, backoff_s=0.01))
         judgement = asyncio.run(judge.judge(TASK, "The kettle costs $24.50.", [b"png"]))
     finally:
         endpoint.close()
@@ -184,7 +184,7 @@ def test_an_evaluation_stops_on_a_policy_failure_naming_it():
         tasks = generate_tasks("test", 1)[:4]
         with pytest.raises(PolicyFailure, match="device lost"):
             asyncio.run(run_tasks(tasks, BrokenSampler(), LocalEnvironment(web, browser_free=True),
-                                  EpisodeSettings(interaction="set_of_marks", phase="test", observation="text"),
+                                  episode_settings("test", interaction="set_of_marks", observation="text"),
                                   concurrency=2, driver="http", progress=None))
 
 
@@ -207,7 +207,7 @@ def test_a_blocked_site_a_policy_bug_and_a_judge_bug_end_only_their_episodes(tmp
         store = ScreenshotStore()
         environment = WebGymEnvironment(ScriptedJudge(), store, allow_hosts=[urllib.parse.urlsplit(web.origin).netloc])
         trajectories, wall = asyncio.run(run_tasks(tasks, Answering(), environment,
-                                                   EpisodeSettings(interaction="coordinates", phase="test"),
+                                                   episode_settings("test", interaction="coordinates"),
                                                    store=store, concurrency=2, progress=None))
     by_id = {t.task.task_id: t for t in trajectories}
     assert [t.task.task_id for t in trajectories] == list(sites)   # every task has its record, in order

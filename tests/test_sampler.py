@@ -15,9 +15,10 @@ from asyncwebrl.model.config import BYTE_VOCAB_SIZE, preset
 from asyncwebrl.model.inputs import still_patch_pixels
 from asyncwebrl.model.tokenizer import Processor, byte_tokenizer
 from asyncwebrl.model.weights import load_pretrained
-from asyncwebrl.sampler import Engine, EngineSettings, Image, Request, SamplingSettings, generate
+from asyncwebrl.sampler import Engine, Image, Request, SamplingSettings, generate
 from asyncwebrl.sampler.generate import as_request
 from asyncwebrl.sampler.sampling import sample
+from bare_settings import engine_settings  # tests/bare_settings.py
 
 PAD, BOS, IMG, VID, VS, VE = 256, 257, 261, 262, 259, 260
 # the runtime's kind of pixels: uint8 still patches (Qwen3-VL's normalisation, the model's default)
@@ -117,8 +118,7 @@ def test_continuous_batching_does_not_change_results(pair):
     refilled as requests finish, and every output equals transformers' greedy output."""
     reference, model = pair
     lengths = [5, 16, 9, 12, 7]
-    settings = EngineSettings(slots=2, capacity=256, prompt_buckets=(16, 64), max_images=2, patches_per_image=64,
-                              sampling=SamplingSettings(temperature=0.0))
+    settings = engine_settings(0.0, slots=2, capacity=256, prompt_buckets=(16, 64), max_images=2, patches_per_image=64)
     with Engine(model, settings) as engine:
         futures = [engine.submit(as_request(f, n)) for f, n in zip(PROMPTS, lengths)]
         responses = [f.result(timeout=300) for f in futures]
@@ -133,8 +133,8 @@ def test_prompts_prefilled_together_give_the_same_tokens(pair):
     transformers' greedy output; a prompt longer than the largest bucket is chunked."""
     reference, model = pair
     lengths = [5, 16, 9, 12, 7]
-    settings = EngineSettings(slots=4, capacity=256, prompt_buckets=(32, 128), max_images=2, patches_per_image=64,
-                              sampling=SamplingSettings(temperature=0.0), prefill_rows=4)
+    settings = engine_settings(0.0, slots=4, capacity=256, prompt_buckets=(32, 128), max_images=2, patches_per_image=64,
+                               prefill_rows=4)
     long_prompt = prompt(b"a prompt longer than the largest bucket of 128 tokens: " + b"words and more words " * 5)
     with Engine(model, settings) as engine:
         assert engine.prefill_widths == (1, 2, 4)
@@ -154,8 +154,7 @@ def test_pallas_decode_reads_each_row_to_its_own_length(checkpoint):
     reference, directory = checkpoint
     model = load_pretrained(directory, attention="pallas")
     lengths = [6, 11, 4]
-    settings = EngineSettings(slots=3, capacity=200, prompt_buckets=(64,), max_images=2, patches_per_image=64,
-                              sampling=SamplingSettings(temperature=0.0))
+    settings = engine_settings(0.0, slots=3, capacity=200, prompt_buckets=(64,), max_images=2, patches_per_image=64)
     with Engine(model, settings) as engine:
         assert engine.windows == (512,)
         responses = [f.result(timeout=600) for f in [engine.submit(as_request(f, n))
@@ -180,8 +179,7 @@ def test_chunked_prefill_of_a_long_prompt(pair):
     """A prompt longer than the largest bucket is prefilled in pieces; same tokens."""
     reference, model = pair
     fields = prompt(b"0123456789" * 9, [(64, 64)], seed=4)
-    settings = EngineSettings(slots=1, capacity=256, prompt_buckets=(16, 32), max_images=1, patches_per_image=16,
-                              sampling=SamplingSettings(temperature=0.0))
+    settings = engine_settings(0.0, slots=1, capacity=256, prompt_buckets=(16, 32), max_images=1, patches_per_image=16)
     with Engine(model, settings) as engine:
         response = engine.submit(as_request(fields, 8)).result(timeout=300)
     assert len(fields["input_ids"]) > 3 * 32
@@ -195,8 +193,7 @@ def test_publish_during_generation_is_tagged_and_does_not_stall(pair):
     _, model = pair
     graphdef, params = nnx.split(model)
     new_params = jax.tree.map(lambda p: p * 1.5, params)
-    settings = EngineSettings(slots=2, capacity=256, prompt_buckets=(64,), max_images=0,
-                              sampling=SamplingSettings(temperature=0.0))
+    settings = engine_settings(0.0, slots=2, capacity=256, prompt_buckets=(64,), max_images=0)
     fields = PROMPTS[1]
     with Engine(model, settings) as engine:
         observed = {}
@@ -230,8 +227,8 @@ def test_publish_during_generation_is_tagged_and_does_not_stall(pair):
 @pytest.mark.parametrize("prefill_rows", [1, 3])
 def test_steady_state_never_recompiles(pair, prefill_rows):
     _, model = pair
-    settings = EngineSettings(slots=3, capacity=256, prompt_buckets=(16, 64), max_images=2, patches_per_image=64,
-                              sampling=SamplingSettings(temperature=1.0), prefill_rows=prefill_rows)
+    settings = engine_settings(1.0, slots=3, capacity=256, prompt_buckets=(16, 64), max_images=2, patches_per_image=64,
+                               prefill_rows=prefill_rows)
     engine = Engine(model, settings)
     engine.warm_up()   # compiles every bucket (first and later chunks, rows together), decode and the encoder
     compiled = engine.compilations()
@@ -252,8 +249,7 @@ def test_vision_cache_encodes_a_screenshot_once_per_version(pair):
     fields = prompt(b"shot ", [(64, 64)], seed=5)
     request = as_request(fields, 3)
     request.images = [Image(pixel_values=im.pixel_values, grid_thw=im.grid_thw, key="ep1/step3") for im in request.images]
-    settings = EngineSettings(slots=1, capacity=128, prompt_buckets=(64,), max_images=1, patches_per_image=16,
-                              sampling=SamplingSettings(temperature=0.0))
+    settings = engine_settings(0.0, slots=1, capacity=128, prompt_buckets=(64,), max_images=1, patches_per_image=16)
     with Engine(model, settings) as engine:
         first = engine.submit(request).result(timeout=300)
         second = engine.submit(request).result(timeout=300)
@@ -267,7 +263,7 @@ def test_vision_cache_encodes_a_screenshot_once_per_version(pair):
 
 def test_requests_that_cannot_fit_fail_clearly(pair):
     _, model = pair
-    settings = EngineSettings(slots=1, capacity=32, prompt_buckets=(16,), max_images=0)
+    settings = engine_settings(1.0, slots=1, capacity=32, prompt_buckets=(16,), max_images=0)
     with Engine(model, settings) as engine:
         with pytest.raises(ValueError, match="does not fit"):
             engine.submit(Request(input_ids=np.arange(40), max_new_tokens=2)).result(timeout=60)
@@ -280,7 +276,7 @@ def test_cancelled_requests_never_stop_the_engine(pair):
     in flight, it can no longer be cancelled and finishes. Either way the engine serves on
     (a cancelled future once made the engine's thread die on set_result)."""
     _, model = pair
-    settings = EngineSettings(slots=1, capacity=64, prompt_buckets=(16,), max_images=0)
+    settings = engine_settings(1.0, slots=1, capacity=64, prompt_buckets=(16,), max_images=0)
     with Engine(model, settings) as engine:
         running = engine.submit(Request(input_ids=np.arange(1, 9), max_new_tokens=40))
         queued = engine.submit(Request(input_ids=np.arange(1, 9), max_new_tokens=40))
@@ -321,8 +317,7 @@ def test_tensor_parallel_engine_matches_one_device(pair):
     from asyncwebrl.parallel import make_mesh
 
     _, model = pair
-    settings = EngineSettings(slots=4, capacity=128, prompt_buckets=(64,), max_images=2, patches_per_image=64,
-                              sampling=SamplingSettings(temperature=0.0))
+    settings = engine_settings(0.0, slots=4, capacity=128, prompt_buckets=(64,), max_images=2, patches_per_image=64)
     requests = [as_request(f, 6) for f in PROMPTS[:4]]
     with Engine(model, settings) as engine:
         single = [engine.submit(r).result(timeout=300) for r in requests]

@@ -4,6 +4,7 @@ Chromium from the disk, checked for what a user must see."""
 import asyncio
 import io
 
+import numpy as np
 from PIL import Image
 from playwright.async_api import async_playwright
 
@@ -21,6 +22,11 @@ def png(colour, size=(400, 300)) -> bytes:
     return buffer.getvalue()
 
 
+def tokens(count: int) -> np.ndarray:
+    """Response ids as a model's step carries them: an array, which the writer makes JSON of."""
+    return np.ones(count, np.int32)
+
+
 def saved_run(tmp_path) -> str:
     store = ScreenshotStore()
     task = Task(task_id="shop-1/find-price", task_name="Find the price of the blue laptop", website="http://x")
@@ -28,14 +34,16 @@ def saved_run(tmp_path) -> str:
         Step(index=0, url="http://awr.local/shop", action={"name": "left_click", "coordinate": [250, 500]},
              response=format_response({"laptop_price": ""}, {"find": "not finished"}, "find", "Open the laptop.",
                                       {"action": "left_click", "coordinate": [250, 500]}),
-             screenshot_key=store.put(png("white")), response_ids=[1] * 40, versions=[3, 3, 4], point=[100.0, 150.0]),
+             screenshot_key=store.put(png("white")), response_ids=tokens(40), versions=np.array([3, 3, 4], np.int32),
+             point=[100.0, 150.0]),
         Step(index=1, url="http://awr.local/shop/laptop", action={"name": "wait", "time": 0.2},
              response="Memory: {broken", action_error="no tool call", screenshot_key=store.put(png("lightblue")),
-             response_ids=[1] * 7, versions=[4]),
+             response_ids=tokens(7), versions=np.array([4], np.int32)),
         Step(index=2, url="http://awr.local/shop/laptop", action={"name": "answer", "text": "$899 <b>"},
              response=format_response({"laptop_price": "$899"}, {"find": "finished"}, "find", "Answer.",
                                       {"action": "answer", "text": "$899 <b>"}),
-             screenshot_key=store.put(png("lightblue")), response_ids=[1] * 30, versions=[4]),
+             screenshot_key=store.put(png("lightblue")), response_ids=tokens(30),
+             versions=np.array([4], np.int32)),
     ]
     trajectory = Trajectory(task=task, steps=steps, outcome="answered", reward=1.0, answer="$899 <b>",
                             episode_id="g1-0", judge_note="all facts hold", seconds=12.5)

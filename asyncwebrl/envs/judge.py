@@ -1,7 +1,7 @@
 """The LLM rubric judge for WebGym tasks (docs/algorithm.md#the-llm-judge), over an OpenAI-compatible
 chat-completions endpoint through the `openai` client.
 
-    judge = LLMJudge(JudgeSettings(base_url="http://host:8000/v1", model="qwen3-vl-32b"))
+    judge = LLMJudge(JudgeSettings.from_config(config))   # config.judge: base_url, model, ...
     judgement = await judge.judge(task, answer, screenshots)   # screenshots: PNG bytes, in order
 
 Pipeline for an answered episode (WebGym's, plus our own pre-checks):
@@ -70,16 +70,24 @@ _NO_KEY = "EMPTY"
 
 @dataclasses.dataclass(frozen=True)
 class JudgeSettings:
+    """The fields without a default are config.judge's keys (configs/default.py holds their
+    defaults: from_config); the others no config sets."""
     base_url: str                      # e.g. http://host:8000/v1 (the client appends "/chat/completions")
     model: str
-    api_key_env: str = ""              # the name of the environment variable holding the key
-    concurrency: int = 8               # requests in flight at once, across all episodes
-    timeout_s: float = 60.0
-    retries: int = 3                   # further attempts after a failed or unreadable reply
+    api_key_env: str                   # the name of the environment variable holding the key ("": none)
+    concurrency: int                   # requests in flight at once, across all episodes
+    timeout_s: float
+    retries: int                       # further attempts after a failed or unreadable reply
+    select_screenshots: bool           # ask which screenshots matter before the checks
     backoff_s: float = 1.0             # doubled after each failure
-    select_screenshots: bool = False   # ask which screenshots matter before the checks
     max_screenshots: int = 6           # the last N screenshots are shown
     max_tokens: int = 256
+
+    @classmethod
+    def from_config(cls, config) -> JudgeSettings:
+        j = config.judge
+        return cls(base_url=j.base_url, model=j.model, api_key_env=j.api_key_env, concurrency=j.concurrency,
+                   timeout_s=j.timeout_s, retries=j.retries, select_screenshots=j.select_screenshots)
 
 
 class JudgeUnavailable(Exception):

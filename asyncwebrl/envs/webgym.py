@@ -200,7 +200,7 @@ class WebGymEnvironment:
             raise ValueError("the LLM judge of webgym tasks reads the episode's screenshots: use "
                              "agent.observation=text+screenshot (or screenshot), not text")
         allow = [h.strip() for h in config.sandbox.allow_hosts.split(",") if h.strip()]
-        return cls(llm_judge(config.judge), store, allow_hosts=allow)
+        return cls(llm_judge(config), store, allow_hosts=allow)
 
     def episode_site(self, task: Task, episode_id: str) -> EpisodeSite:
         policy = UrlPolicy([task.website], self.allow_hosts)
@@ -216,11 +216,10 @@ class WebGymEnvironment:
         pass
 
 
-def llm_judge(j) -> LLMJudge:
+def llm_judge(config) -> LLMJudge:
     """The judge of config.judge (its endpoint and model must be set)."""
-    if not (j.base_url and j.model):
+    settings = JudgeSettings.from_config(config)
+    if not (settings.base_url and settings.model):
         raise ValueError("webgym tasks are scored by the LLM judge: set --config.judge.base_url and "
                          "--config.judge.model (and judge.api_key_env if the endpoint needs a key)")
-    return LLMJudge(JudgeSettings(base_url=j.base_url, model=j.model, api_key_env=j.api_key_env,
-                                  concurrency=j.concurrency, timeout_s=j.timeout_s, retries=j.retries,
-                                  select_screenshots=j.select_screenshots))
+    return LLMJudge(settings)

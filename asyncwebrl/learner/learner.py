@@ -1,6 +1,6 @@
 """The learner: step rows in, one update out (docs/architecture.md#from-episodes-to-an-update).
 
-    learner = Learner(model, LearnerSettings(...), mesh)
+    learner = Learner(model, LearnerSettings.from_config(config), mesh)
     measurements = learner.update(rows)      # RL: prox pass, epochs x minibatches, version + 1
     measurements = learner.update(rows)      # with settings.loss.kind == "sft": warm start
     params = learner.params                  # what the sampler gets
@@ -10,7 +10,8 @@ whole microbatches whose gradients are summed and divided by its response-token 
 (so an update has at most as many minibatches as it has microbatches; `optimizer_steps`
 in the measurements says how many it took).
 The microbatch order is shuffled per epoch by a generator seeded from (seed, step), so a
-run restored from a checkpoint replays exactly.
+run restored from a checkpoint replays exactly. An update reads the device twice: its
+starting step and version, and at its end the summed measurements of all its steps.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from asyncwebrl.learner.choices import WARM_START_KIND
 from asyncwebrl.learner.losses import loss_kind
 from asyncwebrl.learner.packing import Microbatch, PackingShape, StepRow, pack
 from asyncwebrl.learner.train import (LossSettings, OptimizerSettings, TrainState, build_steps, learning_rate_schedule,
@@ -32,18 +34,42 @@ from asyncwebrl.parallel import LEARNER_RULES, logical_spec, make_mesh, param_sh
 
 @dataclasses.dataclass(frozen=True)
 class LearnerSettings:
+    """The fields without a default are config keys (configs/default.py holds their
+    defaults: from_config); gradient_dtype no config sets."""
     packing: PackingShape
-    loss: LossSettings = LossSettings()
-    optimizer: OptimizerSettings = OptimizerSettings()
-    epochs: int = 1
-    minibatches: int = 1
-    seed: int = 0
+    loss: LossSettings
+    optimizer: OptimizerSettings
+    epochs: int
+    minibatches: int
+    seed: int
     gradient_dtype: str = "float32"   # the accumulator; "bfloat16" saves memory on big models
 
     def __post_init__(self):
         if self.epochs < 1 or self.minibatches < 1:
             raise ValueError(f"epochs and minibatches must be >= 1, got {self.epochs} and {self.minibatches}")
         loss_kind(self.loss.kind)   # an unknown kind fails here, not when the first update compiles
+
+    @classmethod
+    def from_config(cls, config, mode: str = "rl") -> LearnerSettings:
+        """mode "rl": config.loss and config.optimizer, config.learner's epochs and minibatches.
+        mode "sft": the warm start (config.sft): the cross-entropy of the untempered logits, one
+        optimiser step per call on config.sft's schedule, config.optimizer's other settings."""
+        packing = PackingShape.from_config(config)
+        loss, optimizer = LossSettings.from_config(config), OptimizerSettings.from_config(config)
+        if mode == "rl":
+            return cls(packing=packing, loss=loss, optimizer=optimizer, epochs=config.learner.epochs,
+                       minibatches=config.learner.minibatches, seed=config.seed)
+        if mode != "sft":
+            raise ValueError(f"mode must be 'rl' or 'sft', got {mode!r}")
+        sft = config.sft
+        return cls(packing=packing, loss=dataclasses.replace(loss, kind=WARM_START_KIND, temperature=1.0),
+                   optimizer=dataclasses.replace(optimizer, learning_rate=sft.learning_rate,
+                                                 warmup_steps=sft.warmup_steps, total_steps=max(sft.steps, 1)),
+                   epochs=1, minibatches=1, seed=config.seed)
+
+
+# two trees of measurements added on the device, in one dispatch
+_summed = jax.jit(lambda a, b: jax.tree.map(jnp.add, a, b))
 
 
 class Learner:
@@ -83,6 +109,9 @@ class Learner:
         if not rows:
             raise ValueError("an update needs at least one step row")
         started = time.perf_counter()
+        # where the update starts, in one fetch: the previous update's measurements were
+        # fetched at its end, so this waits for nothing
+        step, version = (int(x) for x in jax.device_get((self.state.step, self.state.version)))
         packed_on_host = pack(rows, self.settings.packing, self.config)
         images_encoded = sum(int(mb.inputs.vision.patch_valid[:, 0].sum()) for mb in packed_on_host
                              if mb.inputs.vision is not None)
@@ -93,36 +122,41 @@ class Learner:
         if proximal_pass:
             prox = jax.block_until_ready([self._logprobs(self.state.params, mb) for mb in microbatches])
         proximal = time.perf_counter()
-        version = self.version
-        # each optimiser step's measurements stay on the device until the loop ends, so the host
-        # queues the next step without waiting for this one; fetched once, they are summed on the
-        # host in float64 (a float32 sum on the device would round the means)
-        on_device = []
+        summed, last, steps = self._optimizer_steps(microbatches, prox, step)
+        learns = loss_kind(self.settings.loss.kind).learns_from_rewards
+        if learns:   # a policy version (warm-start steps are none)
+            self.state = self.state.replace(version=self.state.version + 1)
+        summed, last = jax.device_get((summed, last))   # the update's one fetch of what the device measured
+        measurements = {name: float(total) / steps for name, total in summed.items()}
+        measurements.update(
+            self._batch_facts(rows, microbatches, version),
+            images_shown=sum(r.num_images for r in rows), images_encoded=images_encoded,
+            skipped=float(summed["skipped"]), optimizer_steps=steps, proximal_pass=proximal_pass,
+            param_norm=float(last["param_norm"]), learning_rate=float(last["learning_rate"]),
+            version=version + 1 if learns else version,
+            seconds=time.perf_counter() - started, pack_seconds=packed - started, prox_seconds=proximal - packed)
+        return measurements
+
+    def _optimizer_steps(self, microbatches: list[Microbatch], prox: list, step: int):
+        """epochs x minibatches optimiser steps from optimiser step `step`: (the sum of their
+        measurements, the last one's, how many). The measurements stay on the device, summed
+        there (a few float32 additions), so the host queues each step without waiting for the
+        one before; the caller fetches them once."""
+        summed, last, steps = None, None, 0
         for epoch in range(self.settings.epochs):
-            order = np.random.default_rng((self.settings.seed, int(self.state.step), epoch)).permutation(
-                len(microbatches))
+            # seeded by the steps taken before this epoch, counted on the host (a step the NaN
+            # guard skipped counts too), so choosing the order waits for no step to finish
+            order = np.random.default_rng((self.settings.seed, step + steps, epoch)).permutation(len(microbatches))
             for chunk in np.array_split(order, min(self.settings.minibatches, len(order))):
                 grads = zeros_like_params(self.state.params, self.settings.gradient_dtype)
                 metrics = None
                 for i in chunk:
                     grads, new = self._accumulate(self.state.params, grads, microbatches[i], prox[i])
-                    metrics = new if metrics is None else jax.tree.map(jnp.add, metrics, new)
-                self.state, measured = self._apply(self.state, grads, metrics)
-                on_device.append(measured)
-        if loss_kind(self.settings.loss.kind).learns_from_rewards:   # a policy version (warm-start steps are none)
-            self.state = self.state.replace(version=self.state.version + 1)
-        per_step = jax.device_get(on_device)
-        totals = {name: sum(float(step[name]) for step in per_step) for name in per_step[0]}
-        measurements = {name: total / len(per_step) for name, total in totals.items()}
-        last = per_step[-1]
-        measurements.update(
-            self._batch_facts(rows, microbatches, version),
-            images_shown=sum(r.num_images for r in rows), images_encoded=images_encoded,
-            skipped=totals["skipped"], optimizer_steps=len(per_step), proximal_pass=proximal_pass,
-            param_norm=float(last["param_norm"]), learning_rate=float(last["learning_rate"]),
-            version=self.version,
-            seconds=time.perf_counter() - started, pack_seconds=packed - started, prox_seconds=proximal - packed)
-        return measurements
+                    metrics = new if metrics is None else _summed(metrics, new)
+                self.state, last = self._apply(self.state, grads, metrics)
+                summed = last if summed is None else _summed(summed, last)
+                steps += 1
+        return summed, last, steps
 
     def _needs_proximal_pass(self, microbatches: int) -> bool:
         """pi_prox (decoupled loss) is the parameters at the start of the update. With one

@@ -37,11 +37,11 @@ def group_advantages(rewards, group_ids, eps: float = 1e-5) -> np.ndarray:
     return np.where(count[group] > 1, advantages, 0.0).astype(np.float32)
 
 
-def step_advantages(advantages, num_steps, normalizer: str, k: float = 10.0) -> np.ndarray:
+def step_advantages(advantages, num_steps, normalizer: str, k: float) -> np.ndarray:
     """The advantage every response token of every step of an episode gets.
 
     "traj": A_i / T_i (the per-trajectory 1/|tau_i| baseline); "const": A_i / k (the
-    paper's constant normaliser, k = 10 = the easy step limit)."""
+    paper's constant normaliser: config.loss.k, the paper's 10 = the easy step limit)."""
     advantages = np.asarray(advantages, np.float32)
     if normalizer == "traj":
         return advantages / np.maximum(np.asarray(num_steps, np.float32), 1.0)
@@ -57,8 +57,8 @@ def raft_advantages(rewards, num_steps) -> np.ndarray:
     return np.where(rewards > 0, 1.0 / steps, 0.0).astype(np.float32)
 
 
-def policy_loss(logp, prox_logp, behave_logp, advantages, mask, *, eps: float = 0.2, eps_high: float = 0.2,
-                dual_clip: float = 3.0, behave_cap: float = 5.0, decoupled: bool = True):
+def policy_loss(logp, prox_logp, behave_logp, advantages, mask, *, eps: float, eps_high: float, dual_clip: float,
+                behave_cap: float, decoupled: bool):
     """Decoupled-IS PPO loss, token mean over `mask`. All arrays [rows, tokens].
 
     rho = exp(logp - prox_logp) is clipped to [1 - eps, 1 + eps_high]; the staleness weight
@@ -66,7 +66,7 @@ def policy_loss(logp, prox_logp, behave_logp, advantages, mask, *, eps: float = 
     w > behave_cap contribute 0 (they stay in the denominator). For negative advantages
     the loss is capped at dual_clip * |a|. decoupled=False is the coupled baseline:
     prox_logp := behave_logp, so w = 1 and the clip is on pi_theta / pi_behave.
-    Log-ratios are taken in float32."""
+    Log-ratios are taken in float32. The clips are LossSettings' (config.loss)."""
     logp, prox_logp, behave_logp, advantages, mask = (
         jnp.asarray(x, jnp.float32) for x in (logp, prox_logp, behave_logp, advantages, mask))
     if not decoupled:

@@ -76,6 +76,14 @@ class PackingShape:
     def tokens(self) -> int:
         return self.row_length * self.rows_per_microbatch
 
+    @classmethod
+    def from_config(cls, config) -> PackingShape:
+        """config.learner's microbatch, holding images of the sampler's patch count."""
+        learner = config.learner
+        return cls(row_length=learner.row_length, rows_per_microbatch=learner.rows_per_microbatch,
+                   images_per_microbatch=learner.images_per_microbatch,
+                   patches_per_image=config.sampler.patches_per_image)
+
 
 def pack(rows: list[StepRow], shape: PackingShape, config: ModelConfig) -> list[Microbatch]:
     """All rows, in fixed-shape microbatches (first fit, rows sharing screenshots together)."""

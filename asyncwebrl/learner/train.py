@@ -35,28 +35,48 @@ class TrainState:
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerSettings:
-    learning_rate: float = 5e-6       # docs/algorithm.md#training-hyperparameters
-    weight_decay: float = 0.01
-    b1: float = 0.9
-    b2: float = 0.999
+    """AdamW under a cosine schedule. The fields without a default are config keys
+    (configs/default.py holds their defaults: from_config); the others no config sets."""
+    learning_rate: float
+    weight_decay: float
+    b1: float
+    b2: float
+    max_grad_norm: float
+    warmup_steps: int
+    total_steps: int                  # cosine horizon in optimiser steps
+    final_lr_fraction: float
     eps: float = 1e-8
-    max_grad_norm: float = 1.0
-    warmup_steps: int = 0
-    total_steps: int = 10_000         # cosine horizon in optimiser steps
-    final_lr_fraction: float = 0.1
     moment_dtype: str = "float32"     # "bfloat16" halves the first moment's memory
+
+    @classmethod
+    def from_config(cls, config) -> OptimizerSettings:
+        """config.optimizer, over the optimiser steps of train.max_updates RL updates."""
+        o, learner = config.optimizer, config.learner
+        return cls(learning_rate=o.learning_rate, weight_decay=o.weight_decay, b1=o.b1, b2=o.b2,
+                   max_grad_norm=o.max_grad_norm, warmup_steps=o.warmup_steps,
+                   total_steps=max(config.train.max_updates * learner.epochs * learner.minibatches, 1),
+                   final_lr_fraction=o.final_lr_fraction)
 
 
 @dataclasses.dataclass(frozen=True)
 class LossSettings:
-    kind: str = "grpo"                # a key of losses.LOSSES: "grpo", "raft", or "sft" (the warm start)
-    decoupled: bool = True
-    eps: float = 0.2
-    eps_high: float = 0.2
-    dual_clip: float = 3.0
-    behave_cap: float = 5.0
-    temperature: float = 1.0          # the sampler's: log-probs are of logits / temperature
+    """The loss kind and its clips. The fields without a default are config keys
+    (configs/default.py holds their defaults: from_config); logit_chunk no config sets."""
+    kind: str                         # a key of losses.LOSSES: "grpo", "raft", or "sft" (the warm start)
+    decoupled: bool
+    eps: float
+    eps_high: float
+    dual_clip: float
+    behave_cap: float
+    temperature: float                # the sampler's: log-probs are of logits / temperature
     logit_chunk: int = 512            # tokens whose logits exist at once
+
+    @classmethod
+    def from_config(cls, config) -> LossSettings:
+        """config.loss, at the sampling temperature of RL (rl.temperature)."""
+        loss = config.loss
+        return cls(kind=loss.kind, decoupled=loss.decoupled, eps=loss.eps, eps_high=loss.eps_high,
+                   dual_clip=loss.dual_clip, behave_cap=loss.behave_cap, temperature=config.rl.temperature)
 
 
 def learning_rate_schedule(settings: OptimizerSettings) -> optax.Schedule:

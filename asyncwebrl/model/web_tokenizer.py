@@ -227,7 +227,10 @@ def oracle_steps(tasks: Sequence, response_format: str = "action", *, web=None) 
 
     web = web if web is not None else LocalWeb()
     policy = _Recording(OraclePolicy(web.session, response_format))
-    settings = EpisodeSettings(interaction="set_of_marks", observation="text", phase="train")
+    # the corpus's own episodes, apart from any config: the training tasks' step limits, the
+    # viewport and deadlines the tokenizer was fitted under
+    settings = EpisodeSettings(interaction="set_of_marks", phase="train", viewport=(1280, 720), timeout_s=15.0,
+                               step_deadline_s=30.0, step_limits=None, observation="text", fit_plans=True)
     asyncio.run(run_tasks(list(tasks), policy, LocalEnvironment(web, browser_free=True), settings,
                           driver="http", progress=None))
     return [step for task in tasks for step in policy.records[task.task_id]]

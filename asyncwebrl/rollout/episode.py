@@ -27,14 +27,25 @@ from asyncwebrl.rollout.screenshots import ScreenshotStore
 
 @dataclasses.dataclass
 class EpisodeSettings:
-    interaction: str = "coordinates"
-    phase: str = "test"  # picks the step limits: train 10/20/30, test 30/50/70
-    viewport: tuple[int, int] = (1280, 720)
-    timeout_s: float = 15.0  # one browser operation (navigation, click, screenshot)
-    step_deadline_s: float = 30.0  # observing or executing one step, whatever hangs
-    step_limits: tuple[int, int, int] | None = None  # (easy, medium, hard) instead of the phase's
-    observation: str = "screenshot"  # screenshot | text | text+screenshot (rollout/observation.py)
-    fit_plans: bool = True  # raise a limit to what the task's oracle plan needs (plan_room)
+    """Every field is a config key or from_config's phase (configs/default.py holds the
+    keys' defaults)."""
+    interaction: str  # coordinates | set_of_marks
+    phase: str  # train | test: with step_limits None, picks the tasks' own (train 10/20/30, test 30/50/70)
+    viewport: tuple[int, int]
+    timeout_s: float  # one browser operation (navigation, click, screenshot)
+    step_deadline_s: float  # observing or executing one step, whatever hangs
+    step_limits: tuple[int, int, int] | None  # (easy, medium, hard), or None: the phase's (records.STEP_LIMITS)
+    observation: str  # screenshot | text | text+screenshot (rollout/observation.py)
+    fit_plans: bool  # raise a limit to what the task's oracle plan needs (plan_room)
+
+    @classmethod
+    def from_config(cls, config, phase: str) -> EpisodeSettings:
+        """config.agent's episodes of `phase` (its step limits), config.browser's deadlines."""
+        agent = config.agent
+        limits = agent.train_step_limits if phase == "train" else agent.test_step_limits
+        return cls(interaction=agent.interaction, phase=phase, viewport=(agent.viewport_width, agent.viewport_height),
+                   timeout_s=config.browser.timeout_s, step_deadline_s=config.browser.step_deadline_s,
+                   step_limits=tuple(limits), observation=agent.observation, fit_plans=agent.step_limits_fit_plans)
 
     def __post_init__(self):
         check_observation(self.observation)

@@ -13,7 +13,9 @@ import dataclasses
 import random
 from typing import Any, Callable, Protocol
 
-from asyncwebrl.records import Step, Task
+import numpy as np
+
+from asyncwebrl.records import Step, Task, no_tokens
 from asyncwebrl.rollout.observation import Element, Observation, pixels_to_grid
 from asyncwebrl.rollout.response import GRID, check_response_format, format_response
 from asyncwebrl.web.walker import fill_placeholders
@@ -21,12 +23,14 @@ from asyncwebrl.web.walker import fill_placeholders
 
 @dataclasses.dataclass
 class Reply:
+    """What a policy answers a step with; the token fields (numpy arrays, as Step's) are a
+    model's only."""
     text: str
-    prompt_ids: list[int] = dataclasses.field(default_factory=list)
+    prompt_ids: np.ndarray = no_tokens(np.int32)
     image_keys: list[str] = dataclasses.field(default_factory=list)
-    response_ids: list[int] = dataclasses.field(default_factory=list)
-    logprobs: list[float] = dataclasses.field(default_factory=list)
-    versions: list[int] = dataclasses.field(default_factory=list)
+    response_ids: np.ndarray = no_tokens(np.int32)
+    logprobs: np.ndarray = no_tokens(np.float32)
+    versions: np.ndarray = no_tokens(np.int32)
 
 
 class PolicyUnavailable(Exception):

@@ -217,6 +217,22 @@ class BrowserPool:
 DRIVERS = ("chromium", "http")
 
 
+@dataclasses.dataclass(frozen=True)
+class PoolSettings:
+    """make_pool's size and driver (also run_tasks' keywords), as config.browser sets them."""
+    concurrency: int                   # pages (episodes) at once
+    pages_per_browser: int
+    recycle_after: int
+    executable_path: str
+    driver: str                        # chromium | http (the browser-free local web)
+
+    @classmethod
+    def from_config(cls, config) -> PoolSettings:
+        b = config.browser
+        return cls(concurrency=b.pages, pages_per_browser=b.pages_per_browser, recycle_after=b.recycle_after,
+                   executable_path=b.executable_path, driver=b.driver)
+
+
 def make_pool(environment, *, store: ScreenshotStore, settings: EpisodeSettings, driver: str = "chromium",
               concurrency: int = 4, pages_per_browser: int = 4, recycle_after: int = 200,
               relaunch_every_episode: bool = False, executable_path: str = ""):

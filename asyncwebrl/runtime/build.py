@@ -3,7 +3,6 @@ policy, learner. One definition each, shared by evaluation and training."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 import jax
@@ -11,10 +10,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh
 
-from asyncwebrl.learner.choices import WARM_START_KIND
 from asyncwebrl.learner.learner import Learner, LearnerSettings
-from asyncwebrl.learner.packing import PackingShape
-from asyncwebrl.learner.train import LossSettings, OptimizerSettings
 from asyncwebrl.model import Qwen3VL, load_pretrained, preset
 from asyncwebrl.model.config import with_vocabulary
 from asyncwebrl.model.tokenizer import Processor
@@ -22,7 +18,7 @@ from asyncwebrl.parallel import make_mesh
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.model_policy import ModelPolicy
 from asyncwebrl.runtime.settings import prompt_builder
-from asyncwebrl.sampler import Engine, EngineSettings, SamplingSettings
+from asyncwebrl.sampler import Engine, EngineSettings
 
 
 def build_model(config) -> tuple[nnx.Module, Processor]:
@@ -100,11 +96,7 @@ def device_meshes(config) -> tuple[Mesh, Mesh]:
 
 
 def make_engine(config, model: nnx.Module, processor: Processor, temperature: float, version: int = 0) -> Engine:
-    s = config.sampler
-    settings = EngineSettings(
-        slots=s.slots, capacity=s.capacity, prompt_buckets=tuple(s.prompt_buckets), max_images=s.max_images,
-        patches_per_image=s.patches_per_image, sampling=SamplingSettings(temperature=temperature),
-        stop_token_ids=(processor.special.eos,), seed=config.seed, prefill_rows=s.prefill_rows)
+    settings = EngineSettings.from_config(config, temperature=temperature, stop_token_ids=(processor.special.eos,))
     return Engine(model, settings, mesh=device_meshes(config)[0], version=version)
 
 
@@ -114,28 +106,7 @@ def make_model_policy(config, engine: Engine, processor: Processor, store: Scree
 
 def make_learner(config, model: nnx.Module, mode: str) -> Learner:
     """mode "sft": the warm start's cross-entropy (config.sft); "rl": config.loss.kind, with config.loss."""
-    p, loss, opt = config.learner, config.loss, config.optimizer
-    if p.row_length < config.sampler.capacity:
-        raise ValueError(f"learner.row_length ({p.row_length}) must be >= sampler.capacity "
+    if config.learner.row_length < config.sampler.capacity:
+        raise ValueError(f"learner.row_length ({config.learner.row_length}) must be >= sampler.capacity "
                          f"({config.sampler.capacity}): every step the sampler completes must fit one row")
-    packing = PackingShape(row_length=p.row_length, rows_per_microbatch=p.rows_per_microbatch,
-                           images_per_microbatch=p.images_per_microbatch, patches_per_image=config.sampler.patches_per_image)
-    if mode == "sft":
-        optimizer = OptimizerSettings(learning_rate=config.sft.learning_rate, weight_decay=opt.weight_decay,
-                                      max_grad_norm=opt.max_grad_norm, warmup_steps=config.sft.warmup_steps,
-                                      total_steps=max(config.sft.steps, 1), final_lr_fraction=opt.final_lr_fraction)
-        return Learner(model, LearnerSettings(packing=packing, loss=LossSettings(kind=WARM_START_KIND),
-                                              optimizer=optimizer, seed=config.seed), mesh=device_meshes(config)[1])
-    optimizer = OptimizerSettings(
-        learning_rate=opt.learning_rate, weight_decay=opt.weight_decay, b1=opt.b1, b2=opt.b2,
-        max_grad_norm=opt.max_grad_norm, warmup_steps=opt.warmup_steps,
-        total_steps=max(config.train.max_updates * p.epochs * p.minibatches, 1), final_lr_fraction=opt.final_lr_fraction)
-    settings = LossSettings(temperature=config.rl.temperature, **loss_settings_of(loss))
-    return Learner(model, LearnerSettings(packing=packing, loss=settings, optimizer=optimizer, epochs=p.epochs,
-                                          minibatches=p.minibatches, seed=config.seed), mesh=device_meshes(config)[1])
-
-
-def loss_settings_of(loss) -> dict:
-    """The config.loss keys LossSettings has (kind, the clips, ...), so a kind's new setting
-    needs a LossSettings field and a config default, and nothing here."""
-    return {field.name: loss[field.name] for field in dataclasses.fields(LossSettings) if field.name in loss}
+    return Learner(model, LearnerSettings.from_config(config, mode), mesh=device_meshes(config)[1])

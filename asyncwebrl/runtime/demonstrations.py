@@ -29,13 +29,14 @@ import numpy as np
 from asyncwebrl.envs.local import LocalEnvironment
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.records import Step, Task, Trajectory
+from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.observation import Observation
 from asyncwebrl.rollout.policies import OraclePolicy, Reply
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks
 from asyncwebrl.runtime.model_policy import encode_step
-from asyncwebrl.runtime.settings import episode_settings, pool_arguments, prompt_builder
+from asyncwebrl.runtime.settings import pool_arguments, prompt_builder
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.site import TRAIN_VARIANTS, site_id_of
 from asyncwebrl.web.sites import KINDS, make_site
@@ -52,7 +53,7 @@ def demonstrate(config, web: LocalWeb, processor: Processor, store: ScreenshotSt
     teacher = TeacherPolicy(OraclePolicy(web.session, config.agent.response_format), processor, store,
                             prompt_builder(config, processor))
     environment = LocalEnvironment(web, browser_free=config.browser.driver == "http")
-    return asyncio.run(run_tasks(tasks, teacher, environment, episode_settings(config, phase), store=store,
+    return asyncio.run(run_tasks(tasks, teacher, environment, EpisodeSettings.from_config(config, phase), store=store,
                                  free_screenshots=False, label=label, progress=progress, **pool_arguments(config)))
 
 
@@ -73,10 +74,10 @@ class TeacherAgent:
         encoded, image_keys = await asyncio.to_thread(encode_step, policy.prompts, policy.processor, policy.store,
                                                       self.task, steps, observation)
         reply = await self.oracle_agent.act(observation, steps)
-        response_ids = policy.processor.encode_text(reply.text) + [policy.processor.special.eos]
-        return Reply(text=reply.text, prompt_ids=encoded["input_ids"].tolist(), image_keys=list(image_keys),
-                     response_ids=response_ids, logprobs=[0.0] * len(response_ids),
-                     versions=[-1] * len(response_ids))
+        response_ids = np.asarray(policy.processor.encode_text(reply.text) + [policy.processor.special.eos], np.int32)
+        return Reply(text=reply.text, prompt_ids=encoded["input_ids"], image_keys=list(image_keys),
+                     response_ids=response_ids, logprobs=np.zeros(len(response_ids), np.float32),
+                     versions=np.full(len(response_ids), -1, np.int32))
 
 
 # ---------------------------------------------------------------- at scale

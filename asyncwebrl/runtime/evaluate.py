@@ -140,7 +140,7 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
         "unknown_reward": sum(t.outcome in SCORED_OUTCOMES and t.reward is None for t in trajectories),
         "mean_steps_success": _mean([len(t.steps) for t in scored if t.success]),
         "mean_steps_failure": _mean([len(t.steps) for t in scored if not t.success]),
-        "mean_response_tokens_per_step": _mean([len(s.response_ids) for s in steps if s.response_ids]),
+        "mean_response_tokens_per_step": _mean([len(s.response_ids) for s in steps if len(s.response_ids)]),
         "action_errors": sum(1 for s in steps if s.action_error),  # invalid responses and failed actions
         "total_steps": sum(len(t.steps) for t in trajectories),
     }

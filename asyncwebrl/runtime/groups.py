@@ -146,8 +146,8 @@ class Group:
 
     def min_version(self) -> int:
         """The oldest weights that wrote any of its tokens (-1 when no tokens carry one)."""
-        versions = [v for t in self.members for s in t.steps for v in s.versions]
-        return min(versions) if versions else -1
+        oldest = [int(np.min(s.versions)) for t in self.members for s in t.steps if len(s.versions)]
+        return min(oldest) if oldest else -1
 
     def screenshot_keys(self) -> list[str]:
         return [k for t in self.members for k in t.screenshot_keys()]
@@ -177,9 +177,9 @@ class GroupBuffer:
     the learner calls `take(count)` and `set_version(v)`. `release` receives the
     screenshot keys of every group that leaves without training, so the store frees them."""
 
-    def __init__(self, *, group_size: int, groups_per_batch: int, eta: int, max_running: int,
-                 sampler: TaskSampler, release=lambda keys: None, version: int = 0,
-                 counts: GroupCounts | None = None, dynamic_sampling: bool = True, pacing: bool = False):
+    def __init__(self, *, group_size: int, groups_per_batch: int, eta: int, max_running: int, dynamic_sampling: bool,
+                 pacing: bool, sampler: TaskSampler, release=lambda keys: None, version: int = 0,
+                 counts: GroupCounts | None = None):
         if group_size < 2:
             raise ValueError("a group needs at least 2 episodes (the advantage is relative to the group)")
         if groups_per_batch < 1 or eta < 0 or max_running < 1:

@@ -46,8 +46,8 @@ def encode_step(prompts: PromptBuilder, processor: Processor, store: ScreenshotS
 
 
 class ModelPolicy:
-    def __init__(self, engine: Engine, processor: Processor, store: ScreenshotStore, prompts: PromptBuilder,
-                 max_new_tokens: int = 256):
+    def __init__(self, engine: Engine, processor: Processor, store: ScreenshotStore, prompts: PromptBuilder, *,
+                 max_new_tokens: int):
         self.engine = engine
         self.processor = processor
         self.store = store
@@ -85,7 +85,7 @@ class ModelAgent:
             raise PolicyUnavailable(str(refused)) from refused
         # The text leaves special tokens out: it goes back into later prompts, where an
         # <|image_pad|> the model wrote would become an image placeholder without an image.
+        # the sampler's arrays as they are: a prompt is thousands of ids, which no step turns into a list
         return Reply(text=self.policy.processor.decode(response.tokens, skip_special_tokens=True),
-                     prompt_ids=request.input_ids.tolist(),
-                     image_keys=list(image_keys), response_ids=response.tokens.tolist(),
-                     logprobs=response.logprobs.tolist(), versions=response.versions.tolist())
+                     prompt_ids=request.input_ids, image_keys=list(image_keys), response_ids=response.tokens,
+                     logprobs=response.logprobs, versions=response.versions)

@@ -39,7 +39,7 @@ from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.records import Trajectory
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import PolicyFailure
-from asyncwebrl.rollout.pool import make_pool
+from asyncwebrl.rollout.pool import PoolSettings, make_pool
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.groups import Group, GroupBuffer
 from asyncwebrl.runtime.rows import episode_advantages, step_rows
@@ -48,22 +48,20 @@ from asyncwebrl.sampler.engine import Engine
 
 @dataclasses.dataclass(frozen=True)
 class RLSettings:
-    max_updates: int = 10
-    kind: str = "grpo"                 # grpo | raft
-    normalizer: str = "const"          # const (1/k) | traj (1/|tau|)
-    k: float = 10.0
-    relaunch_browsers_each_round: bool = False   # the WebGym-style synchronous baseline
+    """The fields without a default are config keys (configs/default.py holds their
+    defaults: from_config); wait_report_s no config sets."""
+    max_updates: int
+    kind: str                          # grpo | raft
+    normalizer: str                    # const (1/k) | traj (1/|tau|)
+    k: float
+    relaunch_browsers_each_round: bool   # the WebGym-style synchronous baseline
     wait_report_s: float = 60.0        # log what the learner waits for, at most this often
 
-
-@dataclasses.dataclass(frozen=True)
-class PoolSettings:
-    """The browser pool's size (the keywords of runtime.evaluate.run_tasks)."""
-    concurrency: int = 4               # pages (episodes) at once
-    pages_per_browser: int = 4
-    recycle_after: int = 200
-    executable_path: str = ""
-    driver: str = "chromium"           # chromium | http (the browser-free local web)
+    @classmethod
+    def from_config(cls, config) -> RLSettings:
+        loss = config.loss
+        return cls(max_updates=config.train.max_updates, kind=loss.kind, normalizer=loss.normalizer, k=loss.k,
+                   relaunch_browsers_each_round=config.rl.relaunch_browsers_each_round)
 
 
 @dataclasses.dataclass

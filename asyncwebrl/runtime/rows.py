@@ -41,7 +41,7 @@ def step_rows(trajectories: list[Trajectory], advantages, store: ScreenshotStore
     rows = []
     for trajectory, advantage in zip(trajectories, advantages):
         for step in trajectory.steps:
-            if not step.response_ids:
+            if len(step.response_ids) == 0:   # a step no model wrote
                 continue
             images = [image(key) for key in step.image_keys]
             rows.append(StepRow(

@@ -22,6 +22,8 @@ import os
 import sys
 import time
 
+import numpy as np
+
 from asyncwebrl.analysis.viewer import episode_page, run_index
 from asyncwebrl.records import Trajectory
 from asyncwebrl.rollout.screenshots import ScreenshotStore
@@ -90,7 +92,7 @@ class RunDirectory:
         for step in trajectory.steps:
             record = {"index": step.index, "url": step.url, "response": step.response, "action": step.action,
                       "action_error": step.action_error, "response_tokens": len(step.response_ids),
-                      "versions": sorted(set(step.versions)), "point": step.point}
+                      "versions": np.unique(step.versions).astype(int).tolist(), "point": step.point}
             if step.page_text:
                 record["page_text"] = step.page_text
             if step.screenshot_key:

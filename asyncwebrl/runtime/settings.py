@@ -3,24 +3,13 @@ JAX here: evaluating the oracle or the random policy must not load it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from asyncwebrl.envs import Environment, environment_class
-from asyncwebrl.rollout.episode import EpisodeSettings
+from asyncwebrl.rollout.pool import PoolSettings
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.web.server import LocalWeb
-
-
-def episode_settings(config, phase: str) -> EpisodeSettings:
-    return EpisodeSettings(
-        interaction=config.agent.interaction,
-        phase=phase,
-        viewport=(config.agent.viewport_width, config.agent.viewport_height),
-        timeout_s=config.browser.timeout_s,
-        step_deadline_s=config.browser.step_deadline_s,
-        step_limits=tuple(config.agent.train_step_limits if phase == "train" else config.agent.test_step_limits),
-        observation=config.agent.observation,
-        fit_plans=config.agent.step_limits_fit_plans,
-    )
 
 
 def screenshot_store(config, purpose: str, host: int = 0) -> ScreenshotStore:
@@ -33,10 +22,8 @@ def screenshot_store(config, purpose: str, host: int = 0) -> ScreenshotStore:
 
 
 def pool_arguments(config) -> dict:
-    """run_tasks' browser-pool keywords."""
-    return dict(concurrency=config.browser.pages, pages_per_browser=config.browser.pages_per_browser,
-                recycle_after=config.browser.recycle_after, executable_path=config.browser.executable_path,
-                driver=config.browser.driver)
+    """run_tasks' browser-pool keywords: PoolSettings.from_config's fields."""
+    return dataclasses.asdict(PoolSettings.from_config(config))
 
 
 def prompt_builder(config, processor) -> PromptBuilder:

@@ -39,15 +39,17 @@ from asyncwebrl.analysis.training_plot import plot_training
 from asyncwebrl.envs import environment_class
 from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.records import Task
+from asyncwebrl.rollout.episode import EpisodeSettings
+from asyncwebrl.rollout.pool import PoolSettings
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.build import build_model, make_engine, make_learner, make_model_policy
 from asyncwebrl.runtime.demonstrations import demonstrate
 from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize
 from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, make_task_sampler
-from asyncwebrl.runtime.orchestrator import Orchestrator, PoolSettings, RLSettings
+from asyncwebrl.runtime.orchestrator import Orchestrator, RLSettings
 from asyncwebrl.runtime.rows import step_rows
 from asyncwebrl.runtime.rundir import FollowerDirectory, Progress, RunDirectory, read_metrics
-from asyncwebrl.runtime.settings import episode_settings, make_environment, pool_arguments, screenshot_store
+from asyncwebrl.runtime.settings import make_environment, pool_arguments, screenshot_store
 from asyncwebrl.web.server import LocalWeb
 
 
@@ -173,7 +175,7 @@ def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], l
         policy = make_model_policy(config, engine, processor, store)
         trajectories, seconds = asyncio.run(run_tasks(distributed.share(tasks), policy,
                                                       make_environment(config, web, store),
-                                                      episode_settings(config, "test"), store=store,
+                                                      EpisodeSettings.from_config(config, "test"), store=store,
                                                       **pool_arguments(config)))
     reports = distributed.gather([(trajectories, seconds)])   # each process ran its share
     summary = summarize([t for part, _ in reports for t in part], max(s for _, s in reports))
@@ -378,10 +380,8 @@ def make_orchestrator(config, *, learner, engine, policy, environment, store: Sc
                          dynamic_sampling=rl.dynamic_sampling, pacing=rl.pace_admission)
     return Orchestrator(
         learner=learner, engine=engine, policy=policy, environment=environment, store=store, processor=processor,
-        buffer=buffer, episode=episode_settings(config, "train"), pool=PoolSettings(**pool_arguments(config)),
-        settings=RLSettings(max_updates=config.train.max_updates, kind=config.loss.kind,
-                            normalizer=config.loss.normalizer, k=config.loss.k,
-                            relaunch_browsers_each_round=rl.relaunch_browsers_each_round),
+        buffer=buffer, episode=EpisodeSettings.from_config(config, "train"), pool=PoolSettings.from_config(config),
+        settings=RLSettings.from_config(config),
         on_update=on_update, make_pool=make_pool)
 
 

@@ -1,6 +1,6 @@
 """Continuous-batching generation: a fixed set of decode slots over one KV cache.
 
-    engine = Engine(model, EngineSettings(slots=64, capacity=4096, ...))
+    engine = Engine(model, EngineSettings.from_config(config, temperature=1.0, stop_token_ids=(eos,)))
     with engine:                                   # the engine runs on its own thread
         future = engine.submit(Request(input_ids, images, max_new_tokens=256))
         response = future.result()                 # or: await asyncio.wrap_future(future)
@@ -48,21 +48,32 @@ class EngineFailure(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class EngineSettings:
-    slots: int = 8                                   # requests decoded together
-    capacity: int = 2048                             # cache tokens per slot: prompt + response
-    prompt_buckets: tuple[int, ...] = (64, 256, 1024)  # prefill chunk lengths (the largest chunks long prompts)
-    max_images: int = 2                              # per request
-    patches_per_image: int = 256                     # image patches are padded to this
-    sampling: SamplingSettings = SamplingSettings()
-    stop_token_ids: tuple[int, ...] = ()             # e.g. <|im_end|>
-    seed: int = 0
-    vision_cache_entries: int = 64
+    """The fields without a default are config keys or from_config's arguments
+    (configs/default.py holds the keys' defaults); vision_cache_entries no config sets."""
+    slots: int                                       # requests decoded together
+    capacity: int                                    # cache tokens per slot: prompt + response
+    prompt_buckets: tuple[int, ...]                  # prefill chunk lengths (the largest chunks long prompts)
+    max_images: int                                  # per request
+    patches_per_image: int                           # image patches are padded to this
     # Requests whose prompts fit one chunk are prefilled up to this many at a time, in one
     # call (padded to a power of two of rows), sharing a call's fixed cost: meant for GPUs,
     # where a small model's prefill is mostly that cost (not yet measured:
     # benchmarks/sampler.py --prefill-rows). 1 = one at a time (on a CPU the work grows
     # with the rows anyway, and every width is one more shape to compile).
-    prefill_rows: int = 1
+    prefill_rows: int
+    seed: int
+    sampling: SamplingSettings
+    stop_token_ids: tuple[int, ...]                  # e.g. <|im_end|>
+    vision_cache_entries: int = 64
+
+    @classmethod
+    def from_config(cls, config, *, temperature: float, stop_token_ids: tuple[int, ...]) -> EngineSettings:
+        """config.sampler's engine, sampling at `temperature` (eval's or RL's) until one of
+        `stop_token_ids` (the processor's)."""
+        s = config.sampler
+        return cls(slots=s.slots, capacity=s.capacity, prompt_buckets=tuple(s.prompt_buckets), max_images=s.max_images,
+                   patches_per_image=s.patches_per_image, prefill_rows=s.prefill_rows, seed=config.seed,
+                   sampling=SamplingSettings(temperature=temperature), stop_token_ids=tuple(stop_token_ids))
 
 
 @dataclasses.dataclass
@@ -102,7 +113,7 @@ class _Slot:
 
 
 class Engine:
-    def __init__(self, model: nnx.Module, settings: EngineSettings = EngineSettings(), mesh=None,
+    def __init__(self, model: nnx.Module, settings: EngineSettings, mesh=None,
                  rules=SAMPLER_RULES, version: int = 0):
         self.settings = settings
         self.config = model.config

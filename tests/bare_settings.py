@@ -1,0 +1,44 @@
+"""Settings for tests that build one part without running main.py: the bare config's
+(configs/default.py:bare, where every default lives), changed where a test says so.
+
+    from bare_settings import episode_settings   # tests/bare_settings.py
+"""
+
+import dataclasses
+
+from asyncwebrl.envs.judge import JudgeSettings
+from asyncwebrl.rollout.episode import EpisodeSettings
+from configs.default import bare
+
+
+def episode_settings(phase: str, **changes) -> EpisodeSettings:
+    """The bare config's episodes of `phase`, but with the tasks' own step limits
+    (records.STEP_LIMITS, the phase's) unless `changes` name some."""
+    return dataclasses.replace(EpisodeSettings.from_config(bare(), phase), **{"step_limits": None, **changes})
+
+
+def engine_settings(temperature: float, **changes):
+    """The bare config's sampler engine at `temperature`, with no stop tokens unless `changes` name some."""
+    from asyncwebrl.sampler import EngineSettings   # JAX: only for the tests that sample
+
+    return dataclasses.replace(EngineSettings.from_config(bare(), temperature=temperature, stop_token_ids=()),
+                               **changes)
+
+
+def judge_settings(**changes) -> JudgeSettings:
+    """The bare config's judge (which names no endpoint: `changes` do)."""
+    return dataclasses.replace(JudgeSettings.from_config(bare()), **changes)
+
+
+def loss_settings(**changes):
+    """The bare config's RL loss."""
+    from asyncwebrl.learner.train import LossSettings   # JAX: only for the tests that train
+
+    return dataclasses.replace(LossSettings.from_config(bare()), **changes)
+
+
+def optimizer_settings(**changes):
+    """The bare config's optimiser (its schedule over the bare run's updates unless `changes` say)."""
+    from asyncwebrl.learner.train import OptimizerSettings
+
+    return dataclasses.replace(OptimizerSettings.from_config(bare()), **changes)

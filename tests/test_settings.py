@@ -1,0 +1,143 @@
+"""Settings from the config, once: every settings dataclass has one `from_config`, each of
+its fields without a default is set by a key of configs/default.py:bare() (where every
+default lives), and no field that a key sets carries a default of its own.
+
+The mapping is found, not listed: each from_config is run on a config that notes the keys
+it reads, then on copies of bare() with one of those keys changed, and a field belongs to
+the keys whose change moves it."""
+
+import dataclasses
+import importlib
+import pkgutil
+
+import pytest
+from ml_collections import config_dict
+
+import asyncwebrl
+from asyncwebrl.envs.judge import JudgeSettings
+from asyncwebrl.learner.learner import LearnerSettings
+from asyncwebrl.learner.packing import PackingShape
+from asyncwebrl.learner.train import LossSettings, OptimizerSettings
+from asyncwebrl.rollout.episode import EpisodeSettings
+from asyncwebrl.rollout.pool import PoolSettings
+from asyncwebrl.runtime.orchestrator import RLSettings
+from asyncwebrl.sampler.engine import EngineSettings
+from configs.default import bare
+
+# How each settings class is built from a config, and its fields that are from_config's
+# own arguments or constants rather than config keys.
+BUILDS = {
+    "EpisodeSettings train": (lambda c: EpisodeSettings.from_config(c, "train"), {"phase"}),
+    "EpisodeSettings test": (lambda c: EpisodeSettings.from_config(c, "test"), {"phase"}),
+    "PoolSettings": (PoolSettings.from_config, set()),
+    "RLSettings": (RLSettings.from_config, set()),
+    "EngineSettings": (lambda c: EngineSettings.from_config(c, temperature=0.5, stop_token_ids=(7,)),
+                       {"sampling", "stop_token_ids"}),
+    "PackingShape": (PackingShape.from_config, set()),
+    "LossSettings": (LossSettings.from_config, set()),
+    "OptimizerSettings": (OptimizerSettings.from_config, set()),
+    "LearnerSettings rl": (lambda c: LearnerSettings.from_config(c, "rl"), set()),
+    # the warm start: one optimiser step per call, whatever learner.epochs and minibatches say
+    "LearnerSettings sft": (lambda c: LearnerSettings.from_config(c, "sft"), {"epochs", "minibatches"}),
+    "JudgeSettings": (JudgeSettings.from_config, set()),
+}
+
+# Sections that settings classes alone read: every key of theirs must be read by one.
+# (The others are also read by functions: agent.* by the prompt builder, rl.* by the group
+# buffer, sampler.max_new_tokens by the model policy, ...)
+OWNED_SECTIONS = ("loss", "optimizer", "learner", "judge", "browser")
+
+# A changed value for keys whose values are checked against a list of choices
+CHOICES = {"agent.interaction": "coordinates", "agent.observation": "text", "loss.kind": "raft",
+           "loss.normalizer": "traj", "browser.driver": "http"}
+
+
+class Reading:
+    """A config that notes the dotted name of every value it hands out."""
+
+    def __init__(self, config, read: set, prefix: str = ""):
+        self._config, self._read, self._prefix = config, read, prefix
+
+    def __getattr__(self, name):
+        value = getattr(self._config, name)
+        key = self._prefix + name
+        if isinstance(value, config_dict.ConfigDict):
+            return Reading(value, self._read, key + ".")
+        self._read.add(key)
+        return value
+
+    __getitem__ = __getattr__
+
+
+def keys_read(build) -> set:
+    read = set()
+    build(Reading(bare(), read))
+    return read
+
+
+def leaf_keys(config, prefix: str = "") -> set:
+    keys = set()
+    for name, value in config.items():
+        keys |= leaf_keys(value, f"{prefix}{name}.") if isinstance(value, config_dict.ConfigDict) else {prefix + name}
+    return keys
+
+
+def changed(key: str, value):
+    if key in CHOICES:
+        return CHOICES[key]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, str):
+        return value + "-changed"
+    if isinstance(value, tuple):
+        return tuple(changed(key, v) for v in value)
+    raise TypeError(f"{key}: no changed value for {value!r}")
+
+
+def with_key_changed(key: str) -> config_dict.ConfigDict:
+    config = bare()
+    *sections, name = key.split(".")
+    section = config
+    for part in sections:
+        section = section[part]
+    section[name] = changed(key, section[name])
+    return config
+
+
+def fields_moved_by(build, key: str) -> set:
+    base, moved = build(bare()), build(with_key_changed(key))
+    return {f.name for f in dataclasses.fields(base) if getattr(base, f.name) != getattr(moved, f.name)}
+
+
+@pytest.mark.parametrize("name", sorted(BUILDS))
+def test_every_field_is_a_config_key_or_has_its_only_default(name):
+    build, given = BUILDS[name]
+    read = keys_read(build)
+    assert read <= leaf_keys(bare())
+    set_by_config = set().union(*(fields_moved_by(build, key) for key in read))
+    fields = dataclasses.fields(build(bare()))
+    defaulted = {f.name for f in fields
+                 if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+    required = {f.name for f in fields} - defaulted - given
+    assert required <= set_by_config, f"{name}: fields no config key sets: {sorted(required - set_by_config)}"
+    assert not defaulted & set_by_config, \
+        f"{name}: fields set from the config that also carry a default: {sorted(defaulted & set_by_config)}"
+
+
+def test_the_sections_settings_own_are_read_whole():
+    read = set().union(*(keys_read(build) for build, _ in BUILDS.values()))
+    owned = {key for key in leaf_keys(bare()) if key.split(".")[0] in OWNED_SECTIONS}
+    assert owned - read == set(), f"config keys no settings class reads: {sorted(owned - read)}"
+
+
+def test_every_settings_class_with_from_config_is_checked():
+    """A new settings class with a from_config gets a line in BUILDS."""
+    checked = {build(bare()).__class__ for build, _ in BUILDS.values()}
+    found = set()
+    for module in pkgutil.walk_packages(asyncwebrl.__path__, "asyncwebrl."):
+        for value in vars(importlib.import_module(module.name)).values():
+            if isinstance(value, type) and dataclasses.is_dataclass(value) and "from_config" in vars(value):
+                found.add(value)
+    assert found - checked == set()
