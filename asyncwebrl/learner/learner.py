@@ -2,7 +2,7 @@
 
     learner = Learner(model, LearnerSettings.from_config(config), mesh)
     measurements = learner.update(rows)      # RL: prox pass, epochs x minibatches, version + 1
-    measurements = learner.update(rows)      # with settings.loss.kind == "sft": warm start
+    measurements = learner.update(rows)      # a learner of loss kind "sft": the warm start
     params = learner.params                  # what the sampler gets
 
 Rows are packed into fixed-shape microbatches (packing.py); each minibatch is a list of
