@@ -75,7 +75,7 @@ def no_tokens(dtype) -> dataclasses.Field:
     return dataclasses.field(default_factory=lambda: np.zeros(0, dtype))
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)   # identity: its token fields are arrays, whose == is elementwise
 class Step:
     """One agent step. Token fields stay empty for policies without a model. They are numpy
     arrays from the sampler to the learner's rows (a long prompt is thousands of ids);
@@ -106,7 +106,7 @@ OUTCOMES = ("answered", "finished", "limit", "crashed", "blocked")
 SCORED_OUTCOMES = ("answered", "finished", "limit")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)   # identity, as its steps
 class Trajectory:
     task: Task
     steps: list[Step]

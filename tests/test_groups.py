@@ -5,6 +5,7 @@ import collections
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from asyncwebrl.records import Step, Task, Trajectory
@@ -16,8 +17,9 @@ TASKS = [Task(task_id=f"t{i}", task_name="x", website="http://a/", difficulty=d)
 
 
 def finished(group, member, reward, version=0, outcome="answered"):
+    # token fields as the sampler makes them: numpy arrays (whose == is elementwise)
     steps = [Step(index=0, url="u", response="r", action={}, screenshot_key=f"{group.group_id}/{member}",
-                  response_ids=[1, 2], versions=[version, version])]
+                  response_ids=np.array([1, 2], np.int32), versions=np.array([version, version], np.int32))]
     return Trajectory(task=group.task, steps=steps, outcome=outcome, reward=reward,
                       episode_id=f"{group.group_id}-{member}", group_id=group.group_id)
 
@@ -282,3 +284,19 @@ def test_invalid_settings_fail_clearly():
         make_buffer([], group_size=1)
     with pytest.raises(ValueError, match="at least one task"):
         TaskSampler([])
+
+
+def test_a_group_of_text_only_episodes_with_a_crashed_member_completes():
+    """Text observations: steps without screenshot keys, token fields as arrays, so two members'
+    steps differ only in arrays; finding who leaves the group must not compare them by value
+    (an array's == is elementwise: `in` raised and stopped the embedded default's training)."""
+    released = []
+    buffer = make_buffer(released, group_size=3)
+    group = buffer.admit()
+    for member, (reward, outcome) in enumerate([(1.0, "answered"), (0.0, "answered"), (None, "crashed")]):
+        step = Step(index=0, url="u", response="r", action={}, response_ids=np.array([1, 2], np.int32),
+                    versions=np.array([0, 0], np.int32))
+        buffer.add(Trajectory(task=group.task, steps=[step], outcome=outcome, reward=reward,
+                              episode_id=f"{group.group_id}-{member}", group_id=group.group_id))
+    [ready] = buffer.take(1, timeout=1.0)
+    assert [t.reward for t in ready.members] == [1.0, 0.0]

@@ -21,7 +21,7 @@ from asyncwebrl.rollout.response import GRID, check_response_format, format_resp
 from asyncwebrl.web.walker import fill_placeholders
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)   # identity: its token fields are arrays, whose == is elementwise
 class Reply:
     """What a policy answers a step with; the token fields (numpy arrays, as Step's) are a
     model's only."""

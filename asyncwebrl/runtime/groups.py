@@ -242,8 +242,9 @@ class GroupBuffer:
 
     def _complete(self, group: Group) -> None:
         # crashed and unknown-reward episodes leave the group; it stays if 2 remain
-        scored = [t for t in group.members if t.reward is not None and t.outcome != "crashed"]
-        leaving = [t for t in group.members if t not in scored]
+        scored, leaving = [], []
+        for t in group.members:
+            (scored if t.reward is not None and t.outcome != "crashed" else leaving).append(t)
         self.release([k for t in leaving for k in t.screenshot_keys()])
         group.members = scored
         self.sampler.observe(group.task, [t.success for t in scored])
