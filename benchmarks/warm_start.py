@@ -233,8 +233,11 @@ def main() -> None:
     parser.add_argument("--attention", default="xla", choices=["xla", "pallas"],
                         help="pallas: the flash-attention kernels (GPU), for the trainer and the closed-loop sampler")
     parser.add_argument("--save-dtype", default="bfloat16", help="the checkpoint's parameter dtype (it ships)")
+    parser.add_argument("--save-at", default="", help="comma-separated steps at which to save OUT/checkpoint-STEP "
+                        "too (a warm start less trained than the last: how much RL has to sharpen depends on it)")
     parser.add_argument("--out", default="runs/warm_start")
     args = parser.parse_args()
+    save_at = {int(step) for step in args.save_at.split(",") if step.strip()}
     started = time.perf_counter()
     os.makedirs(args.out, exist_ok=True)
     log_file = open(os.path.join(args.out, "log.jsonl"), "a")
@@ -296,6 +299,11 @@ def main() -> None:
             buffer.extend(fitting)
             fresh += len(fitting)
 
+    def save(checkpoint: str, step: int) -> None:
+        save_pretrained(learner.model(), checkpoint, dtype=jax.numpy.dtype(args.save_dtype))
+        processor.save_pretrained(checkpoint)
+        log({"event": "saved", "step": step, "path": checkpoint})
+
     def evaluate(step: int) -> None:
         engine.publish(learner.params, step)
         log({"event": "eval", "step": step, **closed_loop(config, engine, processor, eval_tasks)})
@@ -322,6 +330,8 @@ def main() -> None:
                      "rows_produced": produced, "rows_too_long": too_long, "sites": sites, "rows_used": used,
                      "reuse": round(used / max(produced, 1), 2), "held_out_exact": probe(),
                      "new_sites_exact": probe_new_sites()})
+            if step in save_at:
+                save(os.path.join(args.out, f"checkpoint-{step}"), step)
             if args.eval_every and step % args.eval_every == 0:
                 evaluate(step)
         stop.set()
@@ -329,10 +339,7 @@ def main() -> None:
              "rows_produced": produced, "sites": sites,
              "rows_used": used, "reuse": round(used / max(produced, 1), 2)})
         # saved before the closed loop, so a failing evaluation loses no training
-        checkpoint = os.path.join(args.out, "checkpoint")
-        save_pretrained(learner.model(), checkpoint, dtype=jax.numpy.dtype(args.save_dtype))
-        processor.save_pretrained(checkpoint)
-        log({"event": "saved", "path": checkpoint})
+        save(os.path.join(args.out, "checkpoint"), step)
         evaluate(step)
     for worker in workers:
         worker.terminate()

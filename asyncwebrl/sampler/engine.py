@@ -454,10 +454,6 @@ class Engine:
         return features
 
     def _decode_all(self) -> None:
-        s = self.settings
-        for index, slot in enumerate(self._slots):   # a full slot cannot take another token
-            if slot is not None and slot.length >= s.capacity:
-                self._finish(index, "context")
         if not self._active():
             return
         active = np.array([slot is not None for slot in self._slots])
@@ -488,6 +484,11 @@ class Engine:
             self._finish(index, "stop")
         elif len(slot.tokens) >= slot.request.max_new_tokens:
             self._finish(index, "length")
+        elif len(slot.request.input_ids) + len(slot.tokens) >= self.settings.capacity:
+            # Full: prompt + response fill the slot. Stopping here, not when the cache is full
+            # (one token later: the last sampled token's keys are not cached yet), keeps every
+            # step row (prompt + response) within the learner's row_length = capacity.
+            self._finish(index, "context")
 
     def _finish(self, index: int, reason: str) -> None:
         slot = self._slots[index]
