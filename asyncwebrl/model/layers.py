@@ -25,7 +25,7 @@ MASKED = -1e30   # finite, so a fully masked (padding) row gives a uniform softm
 class Compute:
     dtype: jnp.dtype = jnp.float32        # compute
     param_dtype: jnp.dtype = jnp.float32  # storage
-    attention: str = "xla"                # "xla" or "pallas" (see the module docstring)
+    attention: str = "xla"                # "xla" (reference) or "pallas" (GPU kernel: asyncwebrl/model/flash.py)
 
 
 class Einsum(nnx.Module):
