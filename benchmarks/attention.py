@@ -77,7 +77,8 @@ def computed_pairs(name: str, segments, tiles: flash.Tiles | None) -> dict:
     triangle = length * (length + 1) / 2
     if name == "xla":   # query blocks of XLA_BLOCK read every key up to the block's end
         block = layers.XLA_BLOCK
-        return {"forward": sum(min(block, length - s) * min(s + block, length) for s in range(0, length, block)) / triangle}
+        pairs = sum(min(block, length - s) * min(s + block, length) for s in range(0, length, block))
+        return {"forward": pairs / triangle}
     if name == "pallas_stock":
         count = -(-length // STOCK_TILE)
         return {"forward": count * (count + 1) / 2 * STOCK_TILE**2 / triangle}
@@ -130,7 +131,8 @@ def implementations(names, tile_settings):
 def parse_tiles(text: str) -> flash.Tiles:
     """'query,key,backward_outer,backward_inner[,warps]' -> Tiles."""
     query, key, outer, inner, *warps = (int(x) for x in text.split(","))
-    return flash.Tiles(query=query, key=key, backward_outer=outer, backward_inner=inner, warps=warps[0] if warps else None)
+    return flash.Tiles(query=query, key=key, backward_outer=outer, backward_inner=inner,
+                       warps=warps[0] if warps else None)
 
 
 def main() -> None:
@@ -139,7 +141,8 @@ def main() -> None:
     parser.add_argument("--row-length", type=int, default=16384)
     parser.add_argument("--segment", type=int, default=1024, help="mean segment (step row) length")
     parser.add_argument("--implementations", default="xla,pallas_stock,pallas")
-    parser.add_argument("--tiles", nargs="*", default=None, help="pallas tiles: query,key,backward_outer,backward_inner[,warps]")
+    parser.add_argument("--tiles", nargs="*", default=None,
+                        help="pallas tiles: query,key,backward_outer,backward_inner[,warps]")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
@@ -158,12 +161,13 @@ def main() -> None:
         for label, attend, tiles in implementations(args.implementations.split(","), tile_settings):
             segment_ids = jnp.asarray(segments)
             forward_s, training_s = measure(lambda q, k, v: attend(q, k, v, segment_ids), q, k, v, args.repeats)
+            work = computed_pairs(label.split("[")[0], segments, tiles)
             print(json.dumps({
                 "preset": name, "implementation": label, "backend": jax.default_backend(), "dtype": args.dtype,
                 "row_length": args.row_length, "segments": int(segments.max()), "heads": text.num_heads,
                 "kv_heads": text.num_kv_heads, "head_dim": text.head_dim,
                 "forward_s": round(forward_s, 5), "forward_backward_s": round(training_s, 5),
-                "work": {pass_: round(x, 4) for pass_, x in computed_pairs(label.split("[")[0], segments, tiles).items()},
+                "work": {pass_: round(x, 4) for pass_, x in work.items()},
                 "useful_forward_tflops": float(f"{forward_flops / forward_s / 1e12:.3g}"),
                 "useful_forward_backward_tflops": float(f"{3.5 * forward_flops / training_s / 1e12:.3g}"),
             }), flush=True)
