@@ -25,7 +25,7 @@ MASKED = -1e30   # finite, so a fully masked (padding) row gives a uniform softm
 class Compute:
     dtype: jnp.dtype = jnp.float32        # compute
     param_dtype: jnp.dtype = jnp.float32  # storage
-    attention: str = "xla"                # "xla" or "pallas" (see the module docstring)
+    attention: str = "xla"                # "xla" (reference) or "pallas" (GPU kernel: asyncwebrl/model/flash.py)
 
 
 class Einsum(nnx.Module):
@@ -136,19 +136,11 @@ def segment_attention(q, k, v, segment_ids, *, causal: bool, implementation: str
             outputs.append(attention(q[:, start:end], k[:, :keys_end], v[:, :keys_end], same))
         return outputs[0] if len(outputs) == 1 else jnp.concatenate(outputs, axis=1)
     if implementation == "pallas":
-        from jax.experimental.pallas.ops.gpu.attention import mha  # GPU kernel; imported only when asked for
+        # our flash kernel (asyncwebrl/model/flash.py): it skips the tiles where no query
+        # and key share a segment, not only those above the diagonal; imported when asked for
+        from asyncwebrl.model.flash import flash_segment_attention
 
-        groups = q.shape[2] // k.shape[2]
-        k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
-        # the kernel takes whole 128-position blocks: pad with a segment of its own, cut after
-        length = q.shape[1]
-        pad = -length % 128
-        if pad:
-            q, k, v = (jnp.pad(a, ((0, 0), (0, pad), (0, 0), (0, 0))) for a in (q, k, v))
-            segment_ids = jnp.pad(segment_ids, ((0, 0), (0, pad)), constant_values=-1)
-        out = mha(q, k.astype(q.dtype), v.astype(q.dtype), segment_ids.astype(jnp.int32), sm_scale=q.shape[-1] ** -0.5,
-                  causal=causal, interpret=jax.default_backend() == "cpu")
-        return out[:, :length]
+        return flash_segment_attention(q, k, v, segment_ids, causal=causal)
     raise ValueError(f"attention implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {implementation!r}")
 
 
