@@ -33,6 +33,7 @@ from configs.default import bare  # noqa: E402
 
 # coordinates, the tasks' own step limits; the bare config's viewport and deadlines
 SETTINGS = dataclasses.replace(EpisodeSettings.from_config(bare(), "test"), interaction="coordinates", step_limits=None)
+BROWSERS = {"recycle_after": bare().browser.recycle_after, "executable_path": bare().browser.executable_path}
 
 
 def rss_mib(pids) -> float:
@@ -85,7 +86,7 @@ async def run(web, tasks, *, workers: int, pages: int, relaunch: bool = False) -
     store = TimedStore()
     settings = SETTINGS
     async with BrowserPool(LocalEnvironment(web), store=store, settings=settings, workers=workers,
-                           pages_per_browser=pages, relaunch_every_episode=relaunch) as pool:
+                           pages_per_browser=pages, relaunch_every_episode=relaunch, **BROWSERS) as pool:
         started = time.perf_counter()
 
         async def one(task):
@@ -122,7 +123,8 @@ async def soak(web, episodes: int) -> dict:
                     return Reply(format_response({}, {}, "x", "Soak.", move))
             return Agent()
 
-    async with BrowserPool(LocalEnvironment(web), store=store, settings=SETTINGS, pages_per_browser=4) as pool:
+    async with BrowserPool(LocalEnvironment(web), store=store, settings=SETTINGS, workers=1,
+                           pages_per_browser=4, **BROWSERS) as pool:
         async def one():
             trajectory = await pool.run(task, Click())
             store.free(trajectory.screenshot_keys())

@@ -28,6 +28,7 @@ from asyncwebrl.rollout.browser import launch_browser  # noqa: E402
 from asyncwebrl.rollout.episode import EpisodeSettings  # noqa: E402
 from asyncwebrl.rollout.page import _SCAN_JS  # noqa: E402
 from asyncwebrl.rollout.policies import OraclePolicy  # noqa: E402
+from asyncwebrl.rollout.pool import PoolSettings  # noqa: E402
 from asyncwebrl.runtime.evaluate import run_tasks, summarize  # noqa: E402
 from asyncwebrl.web.server import LocalWeb  # noqa: E402
 from asyncwebrl.web.tasks import generate_tasks, select_balanced  # noqa: E402
@@ -35,6 +36,7 @@ from configs.default import bare  # noqa: E402
 
 # the bare config's viewport and deadlines, the tasks' own step limits
 TEST = dataclasses.replace(EpisodeSettings.from_config(bare(), "test"), step_limits=None)
+POOL = PoolSettings.from_config(bare())
 
 
 def median_ms(samples: list[float]) -> float:
@@ -90,7 +92,7 @@ def main() -> None:
                 trajectories, wall = asyncio.run(run_tasks(
                     tasks, OraclePolicy(web.session), LocalEnvironment(web),
                     dataclasses.replace(TEST, interaction=interaction),
-                    concurrency=concurrency, progress=None))
+                    pool=dataclasses.replace(POOL, concurrency=concurrency), progress=None))
                 summary = summarize(trajectories, wall)
                 steps = [s for t in trajectories for s in t.steps]
                 report["runs"].append({

@@ -188,14 +188,14 @@ def closed_loop(config, engine, processor, tasks) -> dict:
     from asyncwebrl.runtime.build import make_model_policy
     from asyncwebrl.runtime.evaluate import run_tasks, summarize
     from asyncwebrl.rollout.episode import EpisodeSettings
-    from asyncwebrl.runtime.settings import pool_arguments
+    from asyncwebrl.rollout.pool import PoolSettings
     from asyncwebrl.web.server import LocalWeb
 
     store, web = ScreenshotStore(), LocalWeb()
     policy = make_model_policy(config, engine, processor, store)
     trajectories, wall = asyncio.run(run_tasks(tasks, policy, LocalEnvironment(web, browser_free=True),
-                                               EpisodeSettings.from_config(config, "test"), store=store, progress=None,
-                                               **pool_arguments(config)))
+                                               EpisodeSettings.from_config(config, "test"),
+                                               pool=PoolSettings.from_config(config), store=store, progress=None))
     summary = summarize(trajectories, wall)
     return {"success": summary["success_rate"], "episodes": summary["episodes"],
             "by_level": {level: row["success_rate"] for level, row in summary["by_difficulty"].items()},

@@ -8,6 +8,7 @@ import dataclasses
 
 from asyncwebrl.envs.judge import JudgeSettings
 from asyncwebrl.rollout.episode import EpisodeSettings
+from asyncwebrl.rollout.pool import PoolSettings
 from configs.default import bare
 
 
@@ -15,6 +16,11 @@ def episode_settings(phase: str, **changes) -> EpisodeSettings:
     """The bare config's episodes of `phase`, but with the tasks' own step limits
     (records.STEP_LIMITS, the phase's) unless `changes` name some."""
     return dataclasses.replace(EpisodeSettings.from_config(bare(), phase), **{"step_limits": None, **changes})
+
+
+def pool_settings(**changes) -> PoolSettings:
+    """The bare config's episode pool (browser.*: 4 pages on one Chromium)."""
+    return dataclasses.replace(PoolSettings.from_config(bare()), **changes)
 
 
 def engine_settings(temperature: float, **changes):

@@ -22,7 +22,7 @@ from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks, select_balanced
-from bare_settings import episode_settings  # tests/bare_settings.py
+from bare_settings import episode_settings, pool_settings  # tests/bare_settings.py
 from loopback import LoopbackService  # tests/loopback.py
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,7 +50,8 @@ def oracle_failures(web, cases: list[tuple[Task, str]]) -> list:
     for mode in ("set_of_marks", "coordinates"):
         tasks = [t for t, m in cases if m == mode]
         trajectories, _ = asyncio.run(run_tasks(tasks, OraclePolicy(web.session), LocalEnvironment(web),
-                                                episode_settings("train", interaction=mode), progress=None))
+                                                episode_settings("train", interaction=mode), pool=pool_settings(),
+                                                progress=None))
         assert len(trajectories) == len(tasks)
         for t in trajectories:
             if not t.success or any(s.action_error for s in t.steps):
@@ -85,7 +86,8 @@ def test_oracle_solves_every_task_kind_on_every_variant_in_both_modes(web):
 def test_random_policy_rarely_succeeds(web):
     tasks = select_balanced(generate_tasks("test", 1), 12, seed=1)
     trajectories, wall = asyncio.run(run_tasks(tasks, RandomPolicy(seed=0), LocalEnvironment(web),
-                                               episode_settings("train", interaction="coordinates"), progress=None))
+                                               episode_settings("train", interaction="coordinates"),
+                                               pool=pool_settings(), progress=None))
     summary = summarize(trajectories, wall)
     assert summary["crashed"] == 0
     assert summary["episodes"] == 12

@@ -23,7 +23,7 @@ from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
-from bare_settings import episode_settings, judge_settings  # tests/bare_settings.py
+from bare_settings import episode_settings, judge_settings, pool_settings  # tests/bare_settings.py
 from loopback import TcpEndpoint, read_request  # tests/loopback.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -402,7 +402,7 @@ def test_eval_of_a_webgym_file_on_locally_served_sites_with_the_loopback_judge(e
         judge.judge = judge_with_blocked_page
         trajectories, _ = asyncio.run(run_tasks(tasks, Answers(answers), environment,
                                                 episode_settings("test", interaction="coordinates"),
-                                                store=store, concurrency=1, progress=None))
+                                                pool=pool_settings(concurrency=1), store=store, progress=None))
     by_id = {t.task.task_id: t for t in trajectories}
     assert report.kept == 5 and all(t.steps for t in trajectories)
     assert by_id["good"].reward == 1.0 and by_id["good"].outcome == "answered"

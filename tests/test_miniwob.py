@@ -18,7 +18,7 @@ from asyncwebrl.rollout.policies import Reply
 from asyncwebrl.rollout.response import format_response
 from asyncwebrl.runtime.evaluate import run_tasks
 from asyncwebrl.web.server import LocalWeb
-from bare_settings import episode_settings  # tests/bare_settings.py
+from bare_settings import episode_settings, pool_settings  # tests/bare_settings.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = episode_settings("test", interaction="coordinates", viewport=(160, 210), step_limits=(5, 10, 20))
@@ -26,7 +26,7 @@ SETTINGS = episode_settings("test", interaction="coordinates", viewport=(160, 21
 
 def run(tasks, policy, web):
     trajectories, _ = asyncio.run(run_tasks(tasks, policy, MiniWobEnvironment(web), SETTINGS,
-                                            concurrency=2, progress=None))
+                                            pool=pool_settings(concurrency=2), progress=None))
     return trajectories
 
 

@@ -18,7 +18,7 @@ from asyncwebrl.runtime.model_policy import ModelPolicy
 from asyncwebrl.sampler import Engine
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
-from bare_settings import engine_settings, episode_settings  # tests/bare_settings.py
+from bare_settings import engine_settings, episode_settings, pool_settings  # tests/bare_settings.py
 
 TRAIN = episode_settings("train", interaction="set_of_marks")
 
@@ -40,7 +40,7 @@ def test_model_policy_episode_records_tokens_logprobs_and_versions(web):
     task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)  # easy: 10 steps at most
     with engine:
         (trajectory,), _ = asyncio.run(run_tasks([task], policy, LocalEnvironment(web), TRAIN, store=store,
-                                                 concurrency=1, progress=None))
+                                                 pool=pool_settings(concurrency=1), progress=None))
     assert trajectory.outcome in ("answered", "limit") and trajectory.reward is not None
     assert len(trajectory.steps) >= 1
     pad = processor.special.image_pad
@@ -73,7 +73,7 @@ def test_teacher_demonstrations_become_training_rows_in_the_model_format(web):
     teacher = TeacherPolicy(OraclePolicy(web.session), processor, store, PromptBuilder("set_of_marks"))
     task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)
     (trajectory,), _ = asyncio.run(run_tasks([task], teacher, LocalEnvironment(web), TRAIN, store=store,
-                                             concurrency=1, progress=None, free_screenshots=False))
+                                             pool=pool_settings(concurrency=1), progress=None, free_screenshots=False))
     assert trajectory.success and len(trajectory.steps) >= 2
     rows = step_rows([trajectory], [0.5], store, processor)
     assert len(rows) == len(trajectory.steps)
@@ -104,7 +104,7 @@ def test_the_oracle_answering_in_shorter_formats_takes_the_same_actions(web):
     for response_format in ("memory", "memory+action", "action"):
         (trajectory,), _ = asyncio.run(run_tasks(
             [task], OraclePolicy(web.session, response_format), LocalEnvironment(web),
-            TRAIN, concurrency=1, progress=None))
+            TRAIN, pool=pool_settings(concurrency=1), progress=None))
         assert trajectory.success
         actions[response_format] = [step.action for step in trajectory.steps]
         responses[response_format] = [step.response for step in trajectory.steps]

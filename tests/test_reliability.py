@@ -21,7 +21,7 @@ from asyncwebrl.runtime.rundir import RunDirectory
 from asyncwebrl.web.evaluator import Judgement
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
-from bare_settings import episode_settings, judge_settings  # tests/bare_settings.py
+from bare_settings import episode_settings, judge_settings, pool_settings  # tests/bare_settings.py
 from loopback import TcpEndpoint, read_request  # tests/loopback.py
 
 TASK = Task(task_id="t1", task_name="Find the price of the blue kettle", website="https://shop.example",
@@ -185,7 +185,7 @@ def test_an_evaluation_stops_on_a_policy_failure_naming_it():
         with pytest.raises(PolicyFailure, match="device lost"):
             asyncio.run(run_tasks(tasks, BrokenSampler(), LocalEnvironment(web, browser_free=True),
                                   episode_settings("test", interaction="set_of_marks", observation="text"),
-                                  concurrency=2, driver="http", progress=None))
+                                  pool=pool_settings(concurrency=2, driver="http"), progress=None))
 
 
 class ScriptedJudge:
@@ -208,7 +208,7 @@ def test_a_blocked_site_a_policy_bug_and_a_judge_bug_end_only_their_episodes(tmp
         environment = WebGymEnvironment(ScriptedJudge(), store, allow_hosts=[urllib.parse.urlsplit(web.origin).netloc])
         trajectories, wall = asyncio.run(run_tasks(tasks, Answering(), environment,
                                                    episode_settings("test", interaction="coordinates"),
-                                                   store=store, concurrency=2, progress=None))
+                                                   pool=pool_settings(concurrency=2), store=store, progress=None))
     by_id = {t.task.task_id: t for t in trajectories}
     assert [t.task.task_id for t in trajectories] == list(sites)   # every task has its record, in order
     assert by_id["good"].reward == 1.0
