@@ -90,7 +90,7 @@ async def run(web, tasks, *, workers: int, pages: int, relaunch: bool = False) -
         started = time.perf_counter()
 
         async def one(task):
-            trajectory = await pool.run(task, OraclePolicy(web.session))
+            trajectory = await pool.run(task, OraclePolicy(web.session, "memory"))
             for key in trajectory.screenshot_keys():
                 store.get(key)  # what the sampler does with every step's screenshot
             store.free(trajectory.screenshot_keys())
@@ -120,7 +120,7 @@ async def soak(web, episodes: int) -> dict:
                 async def act(self, observation, steps):
                     move = {"action": "answer", "text": "x"} if self.clicked else {"action": "left_click", "coordinate": [30, 100]}
                     self.clicked = True
-                    return Reply(format_response({}, {}, "x", "Soak.", move))
+                    return Reply(format_response({}, {}, "x", "Soak.", move, "memory"))
             return Agent()
 
     async with BrowserPool(LocalEnvironment(web), store=store, settings=SETTINGS, workers=1,

@@ -90,7 +90,7 @@ def main() -> None:
         for interaction in ("coordinates", "set_of_marks"):
             for concurrency in map(int, args.concurrency.split(",")):
                 trajectories, wall = asyncio.run(run_tasks(
-                    tasks, OraclePolicy(web.session), LocalEnvironment(web),
+                    tasks, OraclePolicy(web.session, "memory"), LocalEnvironment(web),
                     dataclasses.replace(TEST, interaction=interaction),
                     pool=dataclasses.replace(POOL, concurrency=concurrency), progress=None))
                 summary = summarize(trajectories, wall)

@@ -9,6 +9,7 @@ import dataclasses
 from asyncwebrl.envs.judge import JudgeSettings
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.pool import PoolSettings
+from asyncwebrl.rollout.prompts import PromptBuilder
 from configs.default import bare
 
 
@@ -21,6 +22,15 @@ def episode_settings(phase: str, **changes) -> EpisodeSettings:
 def pool_settings(**changes) -> PoolSettings:
     """The bare config's episode pool (browser.*: 4 pages on one Chromium)."""
     return dataclasses.replace(PoolSettings.from_config(bare()), **changes)
+
+
+def prompt_builder(**changes) -> PromptBuilder:
+    """The bare config's prompts (agent.*), but with the page text never cut and no limit on
+    a prompt (no tokenizer counts them) unless `changes` say."""
+    agent = bare().agent
+    return PromptBuilder(**{"interaction": agent.interaction, "memory": agent.memory,
+                            "system_message": agent.system_message, "response_format": agent.response_format,
+                            "observation": agent.observation, "text_budget": 0, "prompt_limit": 0, **changes})
 
 
 def engine_settings(temperature: float, **changes):

@@ -49,7 +49,7 @@ def oracle_failures(web, cases: list[tuple[Task, str]]) -> list:
     failures = []
     for mode in ("set_of_marks", "coordinates"):
         tasks = [t for t, m in cases if m == mode]
-        trajectories, _ = asyncio.run(run_tasks(tasks, OraclePolicy(web.session), LocalEnvironment(web),
+        trajectories, _ = asyncio.run(run_tasks(tasks, OraclePolicy(web.session, "memory"), LocalEnvironment(web),
                                                 episode_settings("train", interaction=mode), pool=pool_settings(),
                                                 progress=None))
         assert len(trajectories) == len(tasks)
@@ -130,7 +130,7 @@ class _CrashingAgent:
 
     async def act(self, observation, steps):
         await self.browser.close()
-        return Reply(format_response({}, {}, "x", "Click.", {"action": "left_click", "coordinate": [10, 10]}))
+        return Reply(format_response({}, {}, "x", "Click.", {"action": "left_click", "coordinate": [10, 10]}, "memory"))
 
 
 class _Scripted:
@@ -179,7 +179,7 @@ def test_navigation_is_confined_to_the_local_web(web):
         async def act(self, observation, steps):
             url = next(urls, None)
             arguments = {"action": "navigate", "url": url} if url else {"action": "answer", "text": "x"}
-            return Reply(format_response({}, {}, "x", "Go.", arguments))
+            return Reply(format_response({}, {}, "x", "Go.", arguments, "memory"))
 
     trajectory, environment = _run_one(web, task, lambda browser: Navigator())
     errors = [s.action_error for s in trajectory.steps]

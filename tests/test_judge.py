@@ -363,7 +363,7 @@ class Answers:
 
         class Agent:
             async def act(self, observation, steps):
-                return Reply(format_response({}, {}, "x", "Answer.", {"action": "answer", "text": answer}))
+                return Reply(format_response({}, {}, "x", "Answer.", {"action": "answer", "text": answer}, "memory"))
 
         return Agent()
 

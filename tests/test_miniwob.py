@@ -95,7 +95,7 @@ class _Scripted:
 
         class Agent:
             async def act(self, observation, steps):
-                return Reply(format_response({}, {}, "x", "Act.", next(actions)))
+                return Reply(format_response({}, {}, "x", "Act.", next(actions), "memory"))
 
         return Agent()
 

@@ -11,16 +11,17 @@ from flax import nnx
 from asyncwebrl.envs.local import LocalEnvironment
 from asyncwebrl.model import Qwen3VL, preset
 from asyncwebrl.model.tokenizer import Processor
-from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks
 from asyncwebrl.runtime.model_policy import ModelPolicy
 from asyncwebrl.sampler import Engine
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
-from bare_settings import engine_settings, episode_settings, pool_settings  # tests/bare_settings.py
+from bare_settings import engine_settings, episode_settings, pool_settings, prompt_builder  # tests/bare_settings.py
 
 TRAIN = episode_settings("train", interaction="set_of_marks")
+# the prompts of a pretrained checkpoint: the system message, the memory response format
+FULL_PROMPTS = {"interaction": "set_of_marks", "system_message": True, "response_format": "memory"}
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def test_model_policy_episode_records_tokens_logprobs_and_versions(web):
                                patches_per_image=256, stop_token_ids=(processor.special.eos,))
     store = ScreenshotStore()
     engine = Engine(model, settings, version=7)
-    policy = ModelPolicy(engine, processor, store, PromptBuilder("set_of_marks"), max_new_tokens=24)
+    policy = ModelPolicy(engine, processor, store, prompt_builder(**FULL_PROMPTS), max_new_tokens=24)
     task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)  # easy: 10 steps at most
     with engine:
         (trajectory,), _ = asyncio.run(run_tasks([task], policy, LocalEnvironment(web), TRAIN, store=store,
@@ -70,7 +71,7 @@ def test_teacher_demonstrations_become_training_rows_in_the_model_format(web):
     from asyncwebrl.runtime.rows import step_rows
 
     processor, store = Processor.embedded(), ScreenshotStore()
-    teacher = TeacherPolicy(OraclePolicy(web.session), processor, store, PromptBuilder("set_of_marks"))
+    teacher = TeacherPolicy(OraclePolicy(web.session, "memory"), processor, store, prompt_builder(**FULL_PROMPTS))
     task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)
     (trajectory,), _ = asyncio.run(run_tasks([task], teacher, LocalEnvironment(web), TRAIN, store=store,
                                              pool=pool_settings(concurrency=1), progress=None, free_screenshots=False))

@@ -14,7 +14,6 @@ from asyncwebrl.rollout.episode import plan_room
 from asyncwebrl.rollout.http_tab import HttpPool
 from asyncwebrl.rollout.observation import Observation
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy, Reply
-from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.response import format_response
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize
@@ -23,7 +22,7 @@ from asyncwebrl.web.http_page import HttpPage
 from asyncwebrl.web.page_text import cut_lines, parse_page
 from asyncwebrl.web.server import LOGICAL_ORIGIN, LocalWeb
 from asyncwebrl.web.tasks import generate_tasks, select_balanced
-from bare_settings import episode_settings, pool_settings  # tests/bare_settings.py
+from bare_settings import episode_settings, pool_settings, prompt_builder  # tests/bare_settings.py
 
 TEXT = episode_settings("test", interaction="set_of_marks", observation="text", step_limits=(6, 10, 14))
 
@@ -161,8 +160,8 @@ def test_text_prompt_shows_the_page_and_repeats_the_task():
                                             LocalEnvironment(web, browser_free=True), TEXT,
                                             pool=pool_settings(driver="http"), progress=None))
     (trajectory,) = trajectories
-    builder = PromptBuilder("set_of_marks", observation="text", system_message=False, response_format="action",
-                            text_budget=40, count_tokens=len)
+    builder = prompt_builder(interaction="set_of_marks", observation="text", system_message=False,
+                             response_format="action", text_budget=40, count_tokens=len)
     step = trajectory.steps[1]
     observation = Observation(url=step.url, title=step.title, screenshot_key="", elements=[], scroll_y=0,
                               page_height=0, viewport=(1280, 720), step=1, text=step.page_text)
@@ -186,8 +185,8 @@ def test_a_long_episode_prompt_fits_the_slot_the_page_giving_way():
     page = "\n".join(f'[{i}] link "Department of subject number {i}"' for i in range(1, 200))
     observation = Observation(url=task.website, title="Home", screenshot_key="", elements=[], scroll_y=0,
                               page_height=0, viewport=(1280, 720), step=20, text=page)
-    builder = PromptBuilder("set_of_marks", observation="text", system_message=False, response_format="action",
-                            text_budget=700, count_tokens=count, prompt_limit=600)
+    builder = prompt_builder(interaction="set_of_marks", observation="text", system_message=False,
+                             response_format="action", text_budget=700, count_tokens=count, prompt_limit=600)
     encoded, _ = encode_step(builder, processor, ScreenshotStore(), task, steps, observation)
     text = processor.decode(encoded["input_ids"].tolist())
     assert len(encoded["input_ids"]) <= 600 < len(processor.encode(builder.build(task, steps, observation).messages,

@@ -146,7 +146,7 @@ class Script:
                 if callable(move):
                     move(observation)
                     move = {"action": "wait", "time": 0.5}
-                return Reply(format_response({}, {}, "x", "Scripted.", move))
+                return Reply(format_response({}, {}, "x", "Scripted.", move, "memory"))
 
         return Agent()
 

@@ -157,9 +157,9 @@ class Answering:
             async def act(self, observation, steps):
                 if task.task_id == "policy-bug":
                     if not steps:
-                        return Reply(format_response({}, {}, "x", "Wait.", {"action": "wait", "time": 0}))
+                        return Reply(format_response({}, {}, "x", "Wait.", {"action": "wait", "time": 0}, "memory"))
                     raise KeyError("a bug in the policy")
-                return Reply(format_response({}, {}, "x", "Answer.", {"action": "answer", "text": "It opens at 9:00."}))
+                return Reply(format_response({}, {}, "x", "Answer.", {"action": "answer", "text": "It opens at 9:00."}, "memory"))
 
         return Agent()
 

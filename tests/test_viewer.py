@@ -33,7 +33,7 @@ def saved_run(tmp_path) -> str:
     steps = [
         Step(index=0, url="http://awr.local/shop", action={"name": "left_click", "coordinate": [250, 500]},
              response=format_response({"laptop_price": ""}, {"find": "not finished"}, "find", "Open the laptop.",
-                                      {"action": "left_click", "coordinate": [250, 500]}),
+                                      {"action": "left_click", "coordinate": [250, 500]}, "memory"),
              screenshot_key=store.put(png("white")), response_ids=tokens(40), versions=np.array([3, 3, 4], np.int32),
              point=[100.0, 150.0]),
         Step(index=1, url="http://awr.local/shop/laptop", action={"name": "wait", "time": 0.2},
@@ -41,7 +41,7 @@ def saved_run(tmp_path) -> str:
              response_ids=tokens(7), versions=np.array([4], np.int32)),
         Step(index=2, url="http://awr.local/shop/laptop", action={"name": "answer", "text": "$899 <b>"},
              response=format_response({"laptop_price": "$899"}, {"find": "finished"}, "find", "Answer.",
-                                      {"action": "answer", "text": "$899 <b>"}),
+                                      {"action": "answer", "text": "$899 <b>"}, "memory"),
              screenshot_key=store.put(png("lightblue")), response_ids=tokens(30),
              versions=np.array([4], np.int32)),
     ]

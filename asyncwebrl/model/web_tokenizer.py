@@ -216,7 +216,7 @@ class _Recording:
         return Agent()
 
 
-def oracle_steps(tasks: Sequence, response_format: str = "action", *, web=None) -> list[OracleStep]:
+def oracle_steps(tasks: Sequence, response_format: str, *, web=None) -> list[OracleStep]:
     """Every step of one browser-free, text-mode, set-of-marks oracle episode per task, in
     task order. Runs its own event loop (call it from synchronous code)."""
     from asyncwebrl.envs.local import LocalEnvironment
@@ -244,7 +244,8 @@ def text_prompt_builder():
     tool call alone, the page never cut)."""
     from asyncwebrl.rollout.prompts import PromptBuilder
 
-    return PromptBuilder("set_of_marks", observation="text", system_message=False, response_format="action")
+    return PromptBuilder("set_of_marks", memory="additive", system_message=False, response_format="action",
+                         observation="text", text_budget=0, prompt_limit=0)
 
 
 def web_corpus(train_sites_per_variant: int, *, pages_per_site: int = DEFAULT_PAGES_PER_SITE,
