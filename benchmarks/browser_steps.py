@@ -46,7 +46,7 @@ def median_ms(samples: list[float]) -> float:
 async def time_step_parts(web: LocalWeb, repeats: int = 30) -> dict:
     """Each part of a step, alone, on a product page (1280x720)."""
     async with async_playwright() as playwright:
-        browser = await launch_browser(playwright)
+        browser = await launch_browser(playwright, bare().browser.executable_path)
         context = await browser.new_context(viewport={"width": 1280, "height": 720})
         page = await context.new_page()
         cdp = await context.new_cdp_session(page)

@@ -24,6 +24,7 @@ from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks, select_balanced
 from bare_settings import episode_settings, pool_settings  # tests/bare_settings.py
 from loopback import LoopbackService  # tests/loopback.py
+from configs.default import bare
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -102,7 +103,7 @@ def test_set_of_marks_draws_numbered_boxes_and_lists_elements(web):
 
     async def scenario():
         async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
+            browser = await launch_browser(playwright, bare().browser.executable_path)
             page = await (await browser.new_context(viewport={"width": 1280, "height": 720})).new_page()
             await page.goto(web.origin + "/shop-v1-s00/")
             shots = [await observe(page, store, interaction=mode, step=0, shown_url="u")
@@ -149,7 +150,7 @@ def _run_one(web, task, agent, store=None):
 
     async def scenario():
         async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
+            browser = await launch_browser(playwright, bare().browser.executable_path)
             try:
                 policy = _Scripted(agent(browser))
                 return await run_episode(browser, task, policy, site=environment.episode_site(task, "e-1"),
@@ -251,7 +252,7 @@ def _on_a_sandboxed_page(web, environment, episode_id: str, probes) -> list:
     of the local web whose context has the episode's sandbox installed."""
     async def scenario():
         async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
+            browser = await launch_browser(playwright, bare().browser.executable_path)
             context = await browser.new_context()
             await environment.episode_site(generate_tasks("test", 1)[0], episode_id).sandbox.install(context)
             page = await context.new_page()

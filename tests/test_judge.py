@@ -25,6 +25,7 @@ from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
 from bare_settings import episode_settings, judge_settings, pool_settings  # tests/bare_settings.py
 from loopback import TcpEndpoint, read_request  # tests/loopback.py
+from configs.default import bare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG = b"\x89PNG\r\n\x1a\n fake screenshot bytes"
@@ -379,7 +380,7 @@ def test_eval_of_a_webgym_file_on_locally_served_sites_with_the_loopback_judge(e
                 for name in ("good", "refuted", "outage", "blocked", "stuffed")]
         path = tmp_path / "webgym.jsonl"
         path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-        tasks, report = load_webgym(str(path))
+        tasks, report = load_webgym(str(path), levels=tuple(bare().tasks.levels))
         answers = {"good": "It opens at 9:00.", "refuted": "It opens at 8:00 (refuted).", "outage": "9:00 (outage)",
                    "blocked": "9:00 (blocked)", "stuffed": "7:00, 8:00, 9:00, 10:00 or 11:00"}
 

@@ -356,10 +356,10 @@ def test_resume_from_a_checkpoint_ends_identical(tmp_path):
 def test_restore_onto_another_mesh(tmp_path):
     learner = Learner(tiny_model(), settings())
     learner.update(make_rows(3, seed=11))
-    with CheckpointStore(tmp_path / "c") as store:
+    with CheckpointStore(tmp_path / "c", keep=bare().train.keep_checkpoints) as store:
         store.save(1, learner.state, {})
     sharded = Learner(tiny_model(seed=5), settings(), mesh=make_mesh({"fsdp": 4, "tensor": 2}))
-    with CheckpointStore(tmp_path / "c") as store:
+    with CheckpointStore(tmp_path / "c", keep=bare().train.keep_checkpoints) as store:
         state, _, _ = store.restore(sharded.state)
     sharded.restore(state)
     kernel = sharded.params["layers"][0]["gate_proj"]["kernel"][...]

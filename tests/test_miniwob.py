@@ -19,13 +19,15 @@ from asyncwebrl.rollout.response import format_response
 from asyncwebrl.runtime.evaluate import run_tasks
 from asyncwebrl.web.server import LocalWeb
 from bare_settings import episode_settings, pool_settings  # tests/bare_settings.py
+from configs.default import bare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = episode_settings("test", interaction="coordinates", viewport=(160, 210), step_limits=(5, 10, 20))
 
 
 def run(tasks, policy, web):
-    trajectories, _ = asyncio.run(run_tasks(tasks, policy, MiniWobEnvironment(web), SETTINGS,
+    environment = MiniWobEnvironment(web, episode_seconds=bare().miniwob.episode_seconds)
+    trajectories, _ = asyncio.run(run_tasks(tasks, policy, environment, SETTINGS,
                                             pool=pool_settings(concurrency=2), progress=None))
     return trajectories
 

@@ -295,10 +295,10 @@ def test_sampling_rules():
     key = jax.random.key(0)
     token, logprob = sample(logits, key, SamplingSettings(temperature=0.0))
     assert int(token[0]) == 0 and float(logprob[0]) == pytest.approx(np.log(0.5), abs=1e-6)
-    token, logprob = sample(logits, key, SamplingSettings(top_k=1))
+    token, logprob = sample(logits, key, SamplingSettings(temperature=1.0, top_k=1))
     assert int(token[0]) == 0 and float(logprob[0]) == pytest.approx(0.0, abs=1e-6)
     # top_p = 0.7 keeps {0.5, 0.3}: renormalised to 0.625 / 0.375
-    draws = jax.vmap(lambda k: sample(logits, k, SamplingSettings(top_p=0.7)))(jax.random.split(key, 4000))
+    draws = jax.vmap(lambda k: sample(logits, k, SamplingSettings(temperature=1.0, top_p=0.7)))(jax.random.split(key, 4000))
     tokens, logprobs = np.asarray(draws[0])[:, 0], np.asarray(draws[1])[:, 0]
     assert set(tokens) == {0, 1}
     assert abs((tokens == 0).mean() - 0.625) < 0.03

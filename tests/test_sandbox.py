@@ -12,6 +12,7 @@ from asyncwebrl.rollout.browser import launch_browser
 from asyncwebrl.rollout.sandbox import (CSP_REPORT_URL, Sandbox, UrlPolicy, is_internal, local_policy, parse_ip_literal,
                                         redirected_request, websocket_csp, with_policy)
 from asyncwebrl.rollout.whatwg import parse_url
+from configs.default import bare
 
 SITE = UrlPolicy(["https://www.shop.example/start"], ["mirror.intranet:8080"])
 
@@ -239,7 +240,7 @@ def test_urls_are_read_as_chromium_reads_them():
 
     async def read_in_chromium(urls):
         async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
+            browser = await launch_browser(playwright, bare().browser.executable_path)
             page = await browser.new_page()
             first = await page.evaluate(chromium_reads, [urls, base])
             again = await page.evaluate(chromium_reads, [[o[3] for o in map(ours, urls) if o], base])

@@ -14,6 +14,7 @@ from asyncwebrl.rollout.browser import launch_browser
 from asyncwebrl.rollout.response import format_response
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.rundir import RunDirectory
+from configs.default import bare
 
 
 def png(colour, size=(400, 300)) -> bytes:
@@ -59,7 +60,7 @@ def test_the_viewer_shows_steps_clicks_memory_errors_and_versions_in_chromium(tm
 
     async def look():
         async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
+            browser = await launch_browser(playwright, bare().browser.executable_path)
             try:
                 page = await browser.new_page(viewport={"width": 1280, "height": 900})
                 await page.goto("file://" + index)

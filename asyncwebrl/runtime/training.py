@@ -184,7 +184,7 @@ def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], l
     return summary
 
 
-def closing_summary(run: RunDirectory, before: dict | None, after: dict | None, train_split: str = "train") -> dict:
+def closing_summary(run: RunDirectory, before: dict | None, after: dict | None, *, train_split: str) -> dict:
     """train_split "eval": RL trained on the evaluated tasks, so they are not held out."""
     records = [r for r in run.records() if r.get("phase") == "rl"]
     last = records[-1] if records else {}
