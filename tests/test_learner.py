@@ -10,7 +10,8 @@ from flax import nnx
 
 from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.learner.learner import Learner, LearnerSettings
-from asyncwebrl.learner.losses import LOSSES, LossKind
+from asyncwebrl.learner.choices import LOSSES
+from asyncwebrl.learner.losses import LossKind
 from asyncwebrl.learner.packing import PackingShape, StepRow, pack
 from asyncwebrl.learner.train import learning_rate_schedule, target_logprobs
 from asyncwebrl.model import Qwen3VL, preset
@@ -268,20 +269,26 @@ def test_supervised_mode_learns_the_demonstrations():
     assert learner.version == 0  # warm-start steps are not RL updates
 
 
+def reinforce(logp, prox_logp, microbatch, settings):
+    weighted = microbatch.advantages * microbatch.loss_mask
+    total = -(weighted * logp).sum()
+    return total, {"reinforce_loss": total, "mean_advantage": weighted.sum()}
+
+
+def centred_rewards(rewards, group_ids, num_steps, *, normalizer, k):
+    rewards = np.asarray(rewards, np.float32)
+    return rewards - rewards.mean()
+
+
+REINFORCE = LossKind(reinforce, "reinforce_loss", advantages=centred_rewards)
+
+
 def test_a_new_loss_kind_is_one_registry_line(monkeypatch):
-    """A toy REINFORCE kind, registered with one line: the step rows take its advantages,
-    the learner trains with its loss (with no proximal pass, as it reads no pi_prox), and
-    its metrics come back and are logged under their own names."""
-    def reinforce(logp, prox_logp, microbatch, settings):
-        weighted = microbatch.advantages * microbatch.loss_mask
-        total = -(weighted * logp).sum()
-        return total, {"reinforce_loss": total, "mean_advantage": weighted.sum()}
-
-    def centred_rewards(rewards, group_ids, num_steps, *, normalizer, k):
-        rewards = np.asarray(rewards, np.float32)
-        return rewards - rewards.mean()
-
-    monkeypatch.setitem(LOSSES, "reinforce", LossKind(reinforce, "reinforce_loss", advantages=centred_rewards))
+    """A toy REINFORCE kind (its function and LossKind above), registered with one line:
+    the step rows take its advantages, the learner trains with its loss (with no proximal
+    pass, as it reads no pi_prox), and its metrics come back and are logged under their
+    own names."""
+    monkeypatch.setitem(LOSSES, "reinforce", f"{__name__}:REINFORCE")
 
     task = Task(task_id="toy", task_name="toy", website="http://toy.test/")
     episodes = [Trajectory(task=task, steps=[], outcome="answered", reward=r) for r in (1.0, 0.0, 0.0, 1.0)]
