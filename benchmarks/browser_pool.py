@@ -109,7 +109,7 @@ async def run(web, tasks, *, workers: int, pages: int, relaunch: bool = False) -
 
 async def soak(web, episodes: int) -> dict:
     """Many short episodes on one worker of four pages; memory before and after."""
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     task = generate_tasks("test", 1)[0]
 
     class Click:

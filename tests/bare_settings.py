@@ -58,3 +58,18 @@ def optimizer_settings(**changes):
     from asyncwebrl.learner.train import OptimizerSettings
 
     return dataclasses.replace(OptimizerSettings.from_config(bare()), **changes)
+
+
+def model_options(**changes) -> dict:
+    """The bare config's model.* as Qwen3VL's keyword arguments (float32 parameters and
+    matmuls, XLA attention, no remat)."""
+    model = bare().model
+    return {"dtype": model.compute_dtype or model.dtype, "param_dtype": model.dtype, "remat": model.remat,
+            "attention": model.attention, **changes}
+
+
+def pretrained_options(**changes) -> dict:
+    """The bare config's model.* as load_pretrained's keyword arguments."""
+    model = bare().model
+    return {"dtype": model.dtype, "compute_dtype": model.compute_dtype or model.dtype, "remat": model.remat,
+            "attention": model.attention, **changes}

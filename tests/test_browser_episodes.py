@@ -99,7 +99,7 @@ def test_random_policy_rarely_succeeds(web):
 
 
 def test_set_of_marks_draws_numbered_boxes_and_lists_elements(web):
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
 
     async def scenario():
         async with async_playwright() as playwright:
@@ -145,7 +145,7 @@ class _Scripted:
 
 
 def _run_one(web, task, agent, store=None):
-    store = store or ScreenshotStore()
+    store = store or ScreenshotStore.in_memory()
     environment = LocalEnvironment(web)
 
     async def scenario():
@@ -164,7 +164,7 @@ def _run_one(web, task, agent, store=None):
 
 
 def test_a_browser_crash_is_recorded_as_crashed_not_as_failure(web):
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     trajectory, _ = _run_one(web, generate_tasks("test", 1)[0], _CrashingAgent, store)
     assert trajectory.outcome == "crashed"
     assert trajectory.reward is None and trajectory.error

@@ -391,7 +391,7 @@ def test_eval_of_a_webgym_file_on_locally_served_sites_with_the_loopback_judge(e
 
         endpoint.script = script
         endpoint.blocked_reply = "VERDICT: NO"
-        store = ScreenshotStore()
+        store = ScreenshotStore.in_memory()
         judge = make_judge(endpoint, retries=1)
         environment = WebGymEnvironment(judge, store, allow_hosts=[urllib.parse.urlsplit(web.origin).netloc])
         original = judge.judge

@@ -21,7 +21,7 @@ from asyncwebrl.parallel import make_mesh
 from asyncwebrl.records import Task, Trajectory
 from asyncwebrl.runtime.rows import episode_advantages
 from asyncwebrl.runtime.training import learner_record
-from bare_settings import loss_settings, optimizer_settings  # tests/bare_settings.py
+from bare_settings import loss_settings, model_options, optimizer_settings  # tests/bare_settings.py
 from configs.default import bare
 
 # The tiny preset's architecture with fewer layers: the learner's mechanics, quicker to compile.
@@ -54,7 +54,7 @@ def make_rows(count: int, seed: int = 0, version: int = 0) -> list[StepRow]:
 
 
 def tiny_model(seed: int = 0) -> Qwen3VL:
-    return Qwen3VL(CONFIG, rngs=nnx.Rngs(seed))
+    return Qwen3VL(CONFIG, **model_options(), rngs=nnx.Rngs(seed))
 
 
 def settings(**changes) -> LearnerSettings:

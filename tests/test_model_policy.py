@@ -17,7 +17,8 @@ from asyncwebrl.runtime.model_policy import ModelPolicy
 from asyncwebrl.sampler import Engine
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
-from bare_settings import engine_settings, episode_settings, pool_settings, prompt_builder  # tests/bare_settings.py
+from bare_settings import (engine_settings, episode_settings, model_options, pool_settings,  # tests/bare_settings.py
+                           prompt_builder)
 
 TRAIN = episode_settings("train", interaction="set_of_marks")
 # the prompts of a pretrained checkpoint: the system message, the memory response format
@@ -32,10 +33,10 @@ def web():
 
 def test_model_policy_episode_records_tokens_logprobs_and_versions(web):
     processor = Processor.embedded()
-    model = Qwen3VL(preset("tiny"), rngs=nnx.Rngs(0))
+    model = Qwen3VL(preset("tiny"), **model_options(), rngs=nnx.Rngs(0))
     settings = engine_settings(1.0, slots=2, capacity=4096, prompt_buckets=(512, 2048), max_images=2,
                                patches_per_image=256, stop_token_ids=(processor.special.eos,))
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     engine = Engine(model, settings, version=7)
     policy = ModelPolicy(engine, processor, store, prompt_builder(**FULL_PROMPTS), max_new_tokens=24)
     task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)  # easy: 10 steps at most
@@ -70,7 +71,7 @@ def test_teacher_demonstrations_become_training_rows_in_the_model_format(web):
     from asyncwebrl.runtime.demonstrations import TeacherPolicy
     from asyncwebrl.runtime.rows import step_rows
 
-    processor, store = Processor.embedded(), ScreenshotStore()
+    processor, store = Processor.embedded(), ScreenshotStore.in_memory()
     teacher = TeacherPolicy(OraclePolicy(web.session, "memory"), processor, store, prompt_builder(**FULL_PROMPTS))
     task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)
     (trajectory,), _ = asyncio.run(run_tasks([task], teacher, LocalEnvironment(web), TRAIN, store=store,

@@ -149,7 +149,7 @@ def test_http_driver_refuses_what_needs_layout():
     with pytest.raises(ValueError, match="set_of_marks"):
         episode_settings("test", interaction="coordinates", observation="text")
     with pytest.raises(ValueError, match="agent.observation must be 'text'"):
-        HttpPool(LocalEnvironment(LocalWeb(), browser_free=True), store=ScreenshotStore(),
+        HttpPool(LocalEnvironment(LocalWeb(), browser_free=True), store=ScreenshotStore.in_memory(),
                  settings=episode_settings("test", interaction="set_of_marks"), concurrency=pool_settings().concurrency)
 
 
@@ -187,7 +187,7 @@ def test_a_long_episode_prompt_fits_the_slot_the_page_giving_way():
                               page_height=0, viewport=(1280, 720), step=20, text=page)
     builder = prompt_builder(interaction="set_of_marks", observation="text", system_message=False,
                              response_format="action", text_budget=700, count_tokens=count, prompt_limit=600)
-    encoded, _ = encode_step(builder, processor, ScreenshotStore(), task, steps, observation)
+    encoded, _ = encode_step(builder, processor, ScreenshotStore.in_memory(), task, steps, observation)
     text = processor.decode(encoded["input_ids"].tolist())
     assert len(encoded["input_ids"]) <= 600 < len(processor.encode(builder.build(task, steps, observation).messages,
                                                                      [])["input_ids"])

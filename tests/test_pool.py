@@ -159,7 +159,7 @@ def run_pool(origin, jobs, settings=None, allow_hosts=(), **pool_changes):
     """Runs (path, policy) jobs on one pool (the bare config's, changed by `pool_changes`);
     returns trajectories, pool and environment."""
     environment = HostileEnvironment(origin, allow_hosts)
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     settings = settings or episode_settings("test", interaction="coordinates", timeout_s=5, step_deadline_s=5)
 
     async def scenario():
@@ -245,7 +245,7 @@ class FreezingEnvironment(HostileEnvironment):
 
 def test_a_browser_that_stops_answering_while_an_episode_opens_ends_its_episodes_as_crashed(hostile):
     environment = FreezingEnvironment(hostile)
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     settings = episode_settings("test", interaction="coordinates", timeout_s=2, step_deadline_s=5)
 
     async def scenario():
@@ -608,7 +608,7 @@ def test_downloads_and_popups_stay_contained(hostile, tmp_path):
 
 
 def test_sixty_episodes_leave_no_contexts_or_screenshots_behind():
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     policy = Script([{"action": "left_click", "coordinate": [30, 100]}])
     episodes = 60   # three browsers' worth; the 1,000-episode soak is benchmarks/browser_pool.py --soak
 

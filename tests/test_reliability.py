@@ -83,7 +83,7 @@ def test_the_label_only_precheck_runs_after_the_length_cap(monkeypatch):
 
 
 def test_a_lone_surrogate_in_a_response_reaches_the_viewer_and_episodes_file(tmp_path):
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     answer = "price \ud800 $24.50"
     step = Step(index=0, url="http://x", action={"name": "answer", "text": answer},
                 response=f'Memory: {{"a": "\udfff"}}\n<tool_call>{answer}</tool_call>')
@@ -204,7 +204,7 @@ def test_a_blocked_site_a_policy_bug_and_a_judge_bug_end_only_their_episodes(tmp
         tasks = [Task(task_id=name, task_name="Find the opening hours", website=site, difficulty=1,
                       evaluator_reference=[{"id": "g", "description": "", "facts": ["opens at 9:00"]}])
                  for name, site in sites.items()]
-        store = ScreenshotStore()
+        store = ScreenshotStore.in_memory()
         environment = WebGymEnvironment(ScriptedJudge(), store, allow_hosts=[urllib.parse.urlsplit(web.origin).netloc])
         trajectories, wall = asyncio.run(run_tasks(tasks, Answering(), environment,
                                                    episode_settings("test", interaction="coordinates"),

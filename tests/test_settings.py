@@ -26,13 +26,18 @@ from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.learner.learner import LearnerSettings
 from asyncwebrl.learner.packing import PackingShape
 from asyncwebrl.learner.train import LossSettings, OptimizerSettings
+from asyncwebrl.model.layers import Compute
+from asyncwebrl.model.qwen3_vl import Qwen3VL
 from asyncwebrl.model.web_tokenizer import oracle_steps
+from asyncwebrl.model.weights import load_pretrained
 from asyncwebrl.rollout.browser import find_chromium, launch_browser
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.http_tab import HttpPool
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
 from asyncwebrl.rollout.pool import BrowserPool, PoolSettings
 from asyncwebrl.rollout.prompts import PromptBuilder, system_prompt
+from asyncwebrl.rollout.sandbox import UrlPolicy
+from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.rollout.response import format_response
 from asyncwebrl.runtime.groups import LearnableTaskSampler, TaskSampler
 from asyncwebrl.runtime.orchestrator import RLSettings
@@ -184,6 +189,12 @@ TAKES_CONFIG = [
     (TaskSampler, "", {}),
     (LearnableTaskSampler, "", {}),
     (RandomPolicy, "", {}),
+    # the model's matmul dtype is model.compute_dtype (its "" = model.dtype, resolved by the caller)
+    (Qwen3VL.__init__, "model", {"dtype": "compute_dtype", "param_dtype": "dtype"}),   # nnx hides the class signature
+    (Compute, "model", {"dtype": "compute_dtype", "param_dtype": "dtype"}),
+    (load_pretrained, "model", {}),
+    (ScreenshotStore, "screenshots", {}),
+    (UrlPolicy, "sandbox", {}),
 ]
 
 
@@ -192,10 +203,12 @@ def section_keys(section: str) -> set:
     return {name for name, value in config.items() if not isinstance(value, config_dict.ConfigDict)}
 
 
-@pytest.mark.parametrize("taken, section, renamed", TAKES_CONFIG, ids=[taken.__name__ for taken, _, _ in TAKES_CONFIG])
+@pytest.mark.parametrize("taken, section, renamed", TAKES_CONFIG,
+                         ids=[taken.__qualname__ for taken, _, _ in TAKES_CONFIG])
 def test_a_parameter_a_config_key_sets_has_no_default(taken, section, renamed):
     parameters = inspect.signature(taken).parameters.values()
     from_config = [p for p in parameters if renamed.get(p.name, p.name) in section_keys(section)]
-    assert from_config, f"{taken.__name__} takes no parameter named as a key of config.{section or '(top)'}"
+    assert from_config, f"{taken.__qualname__} takes no parameter named as a key of config.{section or '(top)'}"
     defaulted = [p.name for p in from_config if p.default is not inspect.Parameter.empty]
-    assert not defaulted, f"{taken.__name__}: parameters config.{section or '(top)'} sets carry defaults: {defaulted}"
+    assert not defaulted, (f"{taken.__qualname__}: parameters config.{section or '(top)'} sets carry defaults: "
+                           f"{defaulted}")

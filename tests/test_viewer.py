@@ -29,7 +29,7 @@ def tokens(count: int) -> np.ndarray:
 
 
 def saved_run(tmp_path) -> str:
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     task = Task(task_id="shop-1/find-price", task_name="Find the price of the blue laptop", website="http://x")
     steps = [
         Step(index=0, url="http://awr.local/shop", action={"name": "left_click", "coordinate": [250, 500]},

@@ -165,7 +165,7 @@ def write_demonstration_rows(config, processor: Processor, path: str, site_ids: 
         raise ValueError("demonstrations at scale run on the browser-free driver: set --config.browser.driver=http "
                          "and --config.agent.observation=text")
     started = time.perf_counter()
-    web, store, rows = LocalWeb(), ScreenshotStore(), RowsFile()   # (text only: the store stays empty)
+    web, store, rows = LocalWeb(), ScreenshotStore.in_memory(), RowsFile()   # (text only: the store stays empty)
     ids = list(site_ids)
     rng = random.Random(f"demonstrations:{ids[0] if ids else ''}")
     episodes = solved = 0

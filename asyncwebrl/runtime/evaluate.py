@@ -36,7 +36,7 @@ async def run_tasks(tasks: list[Task], policy: Policy, environment, settings: Ep
     started = time.perf_counter()
     done = 0
     interactive = bool(progress) and progress.isatty()  # a live line on a terminal, every 10% in logs
-    store = store if store is not None else ScreenshotStore()
+    store = store if store is not None else ScreenshotStore.in_memory()
     results: list[Trajectory | None] = [None] * len(tasks)
     episodes = make_pool(environment, store=store, settings=settings, pool=pool)
 
