@@ -24,9 +24,10 @@ from asyncwebrl.envs import MissingSetting, environment_class
 from asyncwebrl.records import Trajectory
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
+from asyncwebrl.rollout.pool import PoolSettings
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize, write_eval
-from asyncwebrl.runtime.settings import make_environment, pool_arguments, screenshot_store
+from asyncwebrl.runtime.settings import make_environment, screenshot_store
 from asyncwebrl.runtime.validate import validate_config
 from asyncwebrl.web.server import LocalWeb
 
@@ -91,7 +92,7 @@ def run_episodes(config, tasks, web: LocalWeb, phase: str) -> tuple[list[Traject
     with engine if engine is not None else contextlib.nullcontext():
         return asyncio.run(run_tasks(
             tasks, policy, make_environment(config, web, store), EpisodeSettings.from_config(config, phase),
-            store=store, **pool_arguments(config)))
+            pool=PoolSettings.from_config(config), store=store))
 
 
 def serving(web: LocalWeb, config):

@@ -33,6 +33,7 @@ from configs.default import bare  # noqa: E402
 
 # coordinates, the tasks' own step limits; the bare config's viewport and deadlines
 SETTINGS = dataclasses.replace(EpisodeSettings.from_config(bare(), "test"), interaction="coordinates", step_limits=None)
+BROWSERS = {"recycle_after": bare().browser.recycle_after, "executable_path": bare().browser.executable_path}
 
 
 def rss_mib(pids) -> float:
@@ -85,11 +86,11 @@ async def run(web, tasks, *, workers: int, pages: int, relaunch: bool = False) -
     store = TimedStore()
     settings = SETTINGS
     async with BrowserPool(LocalEnvironment(web), store=store, settings=settings, workers=workers,
-                           pages_per_browser=pages, relaunch_every_episode=relaunch) as pool:
+                           pages_per_browser=pages, relaunch_every_episode=relaunch, **BROWSERS) as pool:
         started = time.perf_counter()
 
         async def one(task):
-            trajectory = await pool.run(task, OraclePolicy(web.session))
+            trajectory = await pool.run(task, OraclePolicy(web.session, "memory"))
             for key in trajectory.screenshot_keys():
                 store.get(key)  # what the sampler does with every step's screenshot
             store.free(trajectory.screenshot_keys())
@@ -108,7 +109,7 @@ async def run(web, tasks, *, workers: int, pages: int, relaunch: bool = False) -
 
 async def soak(web, episodes: int) -> dict:
     """Many short episodes on one worker of four pages; memory before and after."""
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     task = generate_tasks("test", 1)[0]
 
     class Click:
@@ -119,10 +120,11 @@ async def soak(web, episodes: int) -> dict:
                 async def act(self, observation, steps):
                     move = {"action": "answer", "text": "x"} if self.clicked else {"action": "left_click", "coordinate": [30, 100]}
                     self.clicked = True
-                    return Reply(format_response({}, {}, "x", "Soak.", move))
+                    return Reply(format_response({}, {}, "x", "Soak.", move, "memory"))
             return Agent()
 
-    async with BrowserPool(LocalEnvironment(web), store=store, settings=SETTINGS, pages_per_browser=4) as pool:
+    async with BrowserPool(LocalEnvironment(web), store=store, settings=SETTINGS, workers=1,
+                           pages_per_browser=4, **BROWSERS) as pool:
         async def one():
             trajectory = await pool.run(task, Click())
             store.free(trajectory.screenshot_keys())

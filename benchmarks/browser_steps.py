@@ -28,6 +28,7 @@ from asyncwebrl.rollout.browser import launch_browser  # noqa: E402
 from asyncwebrl.rollout.episode import EpisodeSettings  # noqa: E402
 from asyncwebrl.rollout.page import _SCAN_JS  # noqa: E402
 from asyncwebrl.rollout.policies import OraclePolicy  # noqa: E402
+from asyncwebrl.rollout.pool import PoolSettings  # noqa: E402
 from asyncwebrl.runtime.evaluate import run_tasks, summarize  # noqa: E402
 from asyncwebrl.web.server import LocalWeb  # noqa: E402
 from asyncwebrl.web.tasks import generate_tasks, select_balanced  # noqa: E402
@@ -35,6 +36,7 @@ from configs.default import bare  # noqa: E402
 
 # the bare config's viewport and deadlines, the tasks' own step limits
 TEST = dataclasses.replace(EpisodeSettings.from_config(bare(), "test"), step_limits=None)
+POOL = PoolSettings.from_config(bare())
 
 
 def median_ms(samples: list[float]) -> float:
@@ -44,7 +46,7 @@ def median_ms(samples: list[float]) -> float:
 async def time_step_parts(web: LocalWeb, repeats: int = 30) -> dict:
     """Each part of a step, alone, on a product page (1280x720)."""
     async with async_playwright() as playwright:
-        browser = await launch_browser(playwright)
+        browser = await launch_browser(playwright, bare().browser.executable_path)
         context = await browser.new_context(viewport={"width": 1280, "height": 720})
         page = await context.new_page()
         cdp = await context.new_cdp_session(page)
@@ -88,9 +90,9 @@ def main() -> None:
         for interaction in ("coordinates", "set_of_marks"):
             for concurrency in map(int, args.concurrency.split(",")):
                 trajectories, wall = asyncio.run(run_tasks(
-                    tasks, OraclePolicy(web.session), LocalEnvironment(web),
+                    tasks, OraclePolicy(web.session, "memory"), LocalEnvironment(web),
                     dataclasses.replace(TEST, interaction=interaction),
-                    concurrency=concurrency, progress=None))
+                    pool=dataclasses.replace(POOL, concurrency=concurrency), progress=None))
                 summary = summarize(trajectories, wall)
                 steps = [s for t in trajectories for s in t.steps]
                 report["runs"].append({

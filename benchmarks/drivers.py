@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from asyncwebrl.envs.local import LocalEnvironment  # noqa: E402
 from asyncwebrl.rollout.episode import EpisodeSettings  # noqa: E402
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy  # noqa: E402
+from asyncwebrl.rollout.pool import PoolSettings  # noqa: E402
 from asyncwebrl.runtime.evaluate import run_tasks, summarize  # noqa: E402
 from asyncwebrl.web.server import LocalWeb  # noqa: E402
 from asyncwebrl.web.tasks import generate_tasks, select_balanced  # noqa: E402
@@ -41,8 +42,8 @@ DRIVERS = ("chromium", "http")
 def run(web: LocalWeb, tasks, policy, driver: str, concurrency: int):
     settings = dataclasses.replace(EpisodeSettings.from_config(bare(), "test"), observation="text")
     environment = LocalEnvironment(web, browser_free=driver == "http")
-    return asyncio.run(run_tasks(tasks, policy, environment, settings, driver=driver, concurrency=concurrency,
-                                 progress=None))
+    pool = dataclasses.replace(PoolSettings.from_config(bare()), driver=driver, concurrency=concurrency)
+    return asyncio.run(run_tasks(tasks, policy, environment, settings, pool=pool, progress=None))
 
 
 def compare(chromium, http) -> dict:

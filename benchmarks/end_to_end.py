@@ -110,7 +110,7 @@ def run_variant(setting: str, config, web_step_s: float = 0.16) -> list[dict]:
     learner = make_learner(config, model, "rl")
     engine = make_engine(config, learner.model(), processor, config.rl.temperature, version=learner.version)
     engine.warm_up()   # every prefill bucket and the decode step compile before the clock starts
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     marks: list[dict] = []
     started = time.monotonic()
 

@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from asyncwebrl.learner.learner import Learner, LearnerSettings  # noqa: E402
-from asyncwebrl.learner.losses import loss_kind  # noqa: E402
+from asyncwebrl.learner.choices import loss_kind  # noqa: E402
 from asyncwebrl.learner.packing import PackingShape, StepRow  # noqa: E402
 from asyncwebrl.learner.train import LossSettings, OptimizerSettings  # noqa: E402
 from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
@@ -127,7 +127,7 @@ def main() -> None:
     parser.add_argument("--remat", default="full", choices=["none", "full", "dots", "mlp"])
     parser.add_argument("--attention", default="xla", choices=["xla", "pallas"])
     parser.add_argument("--logit-chunk", type=int, default=1024)
-    parser.add_argument("--loss", default="grpo", help="a loss kind (asyncwebrl/learner/losses.py); sft: the warm start's update")
+    parser.add_argument("--loss", default="grpo", help="a loss kind (asyncwebrl/learner/choices.py, LOSSES); sft: the warm start's update")
     parser.add_argument("--updates", type=int, default=3, help="timed updates after one warm-up")
     args = parser.parse_args()
 

@@ -77,7 +77,7 @@ def main() -> None:
 
     config = preset(args.preset)
     dtype = jnp.dtype(args.dtype)
-    model = Qwen3VL(config, dtype=dtype, param_dtype=dtype, rngs=nnx.Rngs(0))
+    model = Qwen3VL(config, dtype=dtype, param_dtype=dtype, remat="none", attention="xla", rngs=nnx.Rngs(0))
     graphdef, params = nnx.split(model)
     rows = step_rows(config, args.batch, args.text, tuple(int(x) for x in args.image.split("x")),
                      np.random.default_rng(0))

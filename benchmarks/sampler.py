@@ -239,7 +239,8 @@ def main() -> None:
         return
     # transformers first, in a child process, before JAX takes the GPU's memory
     transformers_rates = transformers_in_child(hf_levels) if args.hf else {}
-    model = Qwen3VL(config, dtype=args.dtype, param_dtype=args.dtype, attention=args.attention, rngs=nnx.Rngs(0))
+    model = Qwen3VL(config, dtype=args.dtype, param_dtype=args.dtype, remat="none", attention=args.attention,
+                    rngs=nnx.Rngs(0))   # no remat: decoding takes no gradient
     bandwidth = copy_bandwidth()
     rows, probe = [], {}
     engine = make_engine(model, max(levels), bucket + args.new_tokens + 8, bucket, patches, args.images,

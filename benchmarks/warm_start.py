@@ -85,7 +85,7 @@ def produce(index: int, workers: int, rows_out, stop, args) -> None:
     config = make_config(args)
     source = config.model.path or config.model.tokenizer
     processor = Processor.from_pretrained(source) if source else Processor.embedded()
-    store, rng = ScreenshotStore(), random.Random(f"warm-start:{args.seed}:{index}")
+    store, rng = ScreenshotStore.in_memory(), random.Random(f"warm-start:{args.seed}:{index}")
     seed, parent = args.first_seed + index, os.getppid()
     while not stop.is_set() and os.getppid() == parent:   # (a trainer killed outright leaves no one to stop us)
         if seed >= UNSEEN_SEED_OFFSET:
@@ -124,7 +124,8 @@ def probe_rows(config, processor, count: int, layouts: str):
         tasks, phase = rng.sample(generate_tasks("test", 6), 120), "test"
     else:
         tasks, phase = [t for site in training_site_ids(32, UNSEEN_SEED_OFFSET) for t in site_tasks(site, 4, rng)], "train"
-    trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore(), tasks, phase=phase, progress=None)
+    trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore.in_memory(), tasks, phase=phase,
+                                  progress=None)
     rows = [r for r in solved_rows(trajectories) if fits(r, config.learner.row_length)]
     return random.Random(1).sample(rows, min(count, len(rows)))
 
@@ -188,14 +189,14 @@ def closed_loop(config, engine, processor, tasks) -> dict:
     from asyncwebrl.runtime.build import make_model_policy
     from asyncwebrl.runtime.evaluate import run_tasks, summarize
     from asyncwebrl.rollout.episode import EpisodeSettings
-    from asyncwebrl.runtime.settings import pool_arguments
+    from asyncwebrl.rollout.pool import PoolSettings
     from asyncwebrl.web.server import LocalWeb
 
-    store, web = ScreenshotStore(), LocalWeb()
+    store, web = ScreenshotStore.in_memory(), LocalWeb()
     policy = make_model_policy(config, engine, processor, store)
     trajectories, wall = asyncio.run(run_tasks(tasks, policy, LocalEnvironment(web, browser_free=True),
-                                               EpisodeSettings.from_config(config, "test"), store=store, progress=None,
-                                               **pool_arguments(config)))
+                                               EpisodeSettings.from_config(config, "test"),
+                                               pool=PoolSettings.from_config(config), store=store, progress=None))
     summary = summarize(trajectories, wall)
     return {"success": summary["success_rate"], "episodes": summary["episodes"],
             "by_level": {level: row["success_rate"] for level, row in summary["by_difficulty"].items()},

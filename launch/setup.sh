@@ -33,7 +33,7 @@ extras=${extras#,}
 # One resolve with the accelerator extra, so pip picks a jax that has a matching jaxlib/libtpu
 .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
 
-have_chromium() { .venv/bin/python -c 'from asyncwebrl.rollout.browser import find_chromium; print(find_chromium())' 2>/dev/null; }
+have_chromium() { .venv/bin/python -c 'from asyncwebrl.rollout.browser import find_chromium; print(find_chromium(""))' 2>/dev/null; }
 
 if path=$(have_chromium); then
   echo "Chromium: $path"

@@ -27,13 +27,14 @@ from test_distributed import BATCHES, learner_on  # noqa: E402
 
 from asyncwebrl.learner.checkpoints import CheckpointStore  # noqa: E402
 from asyncwebrl.parallel import make_mesh  # noqa: E402
+from configs.default import bare  # noqa: E402
 
 assert jax.process_count() == count and jax.device_count() == 2 * count
 learner = learner_on(make_mesh({"fsdp": -1}))   # one fsdp axis over every device of every process
 for seed in BATCHES:
     rows = distributed.gather(make_rows(6, seed=seed)[index::count])   # this process's half, then everyone's
     learner.update(rows)
-with CheckpointStore(os.path.join(workdir, "checkpoints")) as store:
+with CheckpointStore(os.path.join(workdir, "checkpoints"), keep=bare().train.keep_checkpoints) as store:
     store.save(learner.version, learner.state, {"processes": count})
 with open(os.path.join(workdir, f"fingerprint.{index}"), "w") as f:
     f.write(distributed.fingerprint(learner.params))

@@ -22,8 +22,9 @@ from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks, select_balanced
-from bare_settings import episode_settings  # tests/bare_settings.py
+from bare_settings import episode_settings, pool_settings  # tests/bare_settings.py
 from loopback import LoopbackService  # tests/loopback.py
+from configs.default import bare
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,8 +50,9 @@ def oracle_failures(web, cases: list[tuple[Task, str]]) -> list:
     failures = []
     for mode in ("set_of_marks", "coordinates"):
         tasks = [t for t, m in cases if m == mode]
-        trajectories, _ = asyncio.run(run_tasks(tasks, OraclePolicy(web.session), LocalEnvironment(web),
-                                                episode_settings("train", interaction=mode), progress=None))
+        trajectories, _ = asyncio.run(run_tasks(tasks, OraclePolicy(web.session, "memory"), LocalEnvironment(web),
+                                                episode_settings("train", interaction=mode), pool=pool_settings(),
+                                                progress=None))
         assert len(trajectories) == len(tasks)
         for t in trajectories:
             if not t.success or any(s.action_error for s in t.steps):
@@ -85,7 +87,8 @@ def test_oracle_solves_every_task_kind_on_every_variant_in_both_modes(web):
 def test_random_policy_rarely_succeeds(web):
     tasks = select_balanced(generate_tasks("test", 1), 12, seed=1)
     trajectories, wall = asyncio.run(run_tasks(tasks, RandomPolicy(seed=0), LocalEnvironment(web),
-                                               episode_settings("train", interaction="coordinates"), progress=None))
+                                               episode_settings("train", interaction="coordinates"),
+                                               pool=pool_settings(), progress=None))
     summary = summarize(trajectories, wall)
     assert summary["crashed"] == 0
     assert summary["episodes"] == 12
@@ -96,11 +99,11 @@ def test_random_policy_rarely_succeeds(web):
 
 
 def test_set_of_marks_draws_numbered_boxes_and_lists_elements(web):
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
 
     async def scenario():
         async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
+            browser = await launch_browser(playwright, bare().browser.executable_path)
             page = await (await browser.new_context(viewport={"width": 1280, "height": 720})).new_page()
             await page.goto(web.origin + "/shop-v1-s00/")
             shots = [await observe(page, store, interaction=mode, step=0, shown_url="u")
@@ -128,7 +131,7 @@ class _CrashingAgent:
 
     async def act(self, observation, steps):
         await self.browser.close()
-        return Reply(format_response({}, {}, "x", "Click.", {"action": "left_click", "coordinate": [10, 10]}))
+        return Reply(format_response({}, {}, "x", "Click.", {"action": "left_click", "coordinate": [10, 10]}, "memory"))
 
 
 class _Scripted:
@@ -142,12 +145,12 @@ class _Scripted:
 
 
 def _run_one(web, task, agent, store=None):
-    store = store or ScreenshotStore()
+    store = store or ScreenshotStore.in_memory()
     environment = LocalEnvironment(web)
 
     async def scenario():
         async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
+            browser = await launch_browser(playwright, bare().browser.executable_path)
             try:
                 policy = _Scripted(agent(browser))
                 return await run_episode(browser, task, policy, site=environment.episode_site(task, "e-1"),
@@ -161,7 +164,7 @@ def _run_one(web, task, agent, store=None):
 
 
 def test_a_browser_crash_is_recorded_as_crashed_not_as_failure(web):
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     trajectory, _ = _run_one(web, generate_tasks("test", 1)[0], _CrashingAgent, store)
     assert trajectory.outcome == "crashed"
     assert trajectory.reward is None and trajectory.error
@@ -177,7 +180,7 @@ def test_navigation_is_confined_to_the_local_web(web):
         async def act(self, observation, steps):
             url = next(urls, None)
             arguments = {"action": "navigate", "url": url} if url else {"action": "answer", "text": "x"}
-            return Reply(format_response({}, {}, "x", "Go.", arguments))
+            return Reply(format_response({}, {}, "x", "Go.", arguments, "memory"))
 
     trajectory, environment = _run_one(web, task, lambda browser: Navigator())
     errors = [s.action_error for s in trajectory.steps]
@@ -249,7 +252,7 @@ def _on_a_sandboxed_page(web, environment, episode_id: str, probes) -> list:
     of the local web whose context has the episode's sandbox installed."""
     async def scenario():
         async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
+            browser = await launch_browser(playwright, bare().browser.executable_path)
             context = await browser.new_context()
             await environment.episode_site(generate_tasks("test", 1)[0], episode_id).sandbox.install(context)
             page = await context.new_page()

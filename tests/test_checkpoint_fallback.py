@@ -117,7 +117,7 @@ def test_a_given_step_is_read_or_its_error_raised(two_checkpoints):
 
 
 def test_an_empty_directory_restores_nothing(tmp_path):
-    with CheckpointStore(tmp_path / "checkpoints") as store:
+    with CheckpointStore(tmp_path / "checkpoints", keep=get_config().train.keep_checkpoints) as store:
         assert store.restore(tiny_state(0)) is None
 
 
@@ -169,7 +169,7 @@ def test_training_refuses_before_building_the_model(tmp_path, monkeypatch):
     run = RunDirectory(str(tmp_path), tensorboard=False)
     write_metrics(tmp_path / "metrics.jsonl", RL_RECORDS)
     try:
-        with CheckpointStore(run.file("checkpoints")) as store, pytest.raises(RuntimeError, match="holds no checkpoint"):
+        with CheckpointStore(run.file("checkpoints"), keep=get_config().train.keep_checkpoints) as store, pytest.raises(RuntimeError, match="holds no checkpoint"):
             training._train(get_config(), run, None, store, [], [])
     finally:
         run.close()

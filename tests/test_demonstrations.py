@@ -55,7 +55,7 @@ def test_rows_file_holds_the_teacher_rows(tmp_path):
 def test_held_out_sites_are_refused():
     tasks = generate_tasks("test", 1)[:2]
     with pytest.raises(ValueError, match="not on training sites"):
-        demonstrate(text_config(), LocalWeb(), Processor.embedded(), ScreenshotStore(), tasks, progress=None)
+        demonstrate(text_config(), LocalWeb(), Processor.embedded(), ScreenshotStore.in_memory(), tasks, progress=None)
 
 
 def test_every_teacher_response_fits_the_warm_start_sampler():
@@ -65,7 +65,7 @@ def test_every_teacher_response_fits_the_warm_start_sampler():
 
     config = warm_start_config()
     processor = Processor.from_pretrained(config.model.tokenizer)
-    trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore(), generate_tasks("test", 2),
+    trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore.in_memory(), generate_tasks("test", 2),
                                   phase="test", progress=None)
     longest = max(len(s.response_ids) for t in trajectories for s in t.steps)
     longest_row = max(len(s.prompt_ids) + len(s.response_ids) for t in trajectories for s in t.steps)

@@ -10,6 +10,7 @@ from asyncwebrl.model import Qwen3VL, preset
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.runtime.build import device_meshes, make_engine, make_learner
 from asyncwebrl.sampler import Request
+from bare_settings import model_options  # tests/bare_settings.py
 from configs import default
 
 
@@ -54,7 +55,7 @@ def test_impossible_splits_are_refused(count, sampler, attention, message):
 def test_a_learner_on_other_devices_publishes_to_the_sampler():
     """Learner on devices 1-2 (FSDP), sampler on device 0: the published weights land on
     the sampler's device and decode exactly as an engine sharing one device does."""
-    model = Qwen3VL(preset("tiny"), rngs=nnx.Rngs(3))
+    model = Qwen3VL(preset("tiny"), **model_options(), rngs=nnx.Rngs(3))
     processor = Processor.embedded()
     split = config_with(count=3, sampler=1)
     learner = make_learner(split, model, "rl")

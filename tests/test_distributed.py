@@ -15,6 +15,7 @@ import jax
 import numpy as np
 import pytest
 from bare_settings import optimizer_settings  # tests/bare_settings.py
+from configs.default import bare
 from test_learner import SHAPE, make_rows, settings, tiny_model
 
 from asyncwebrl import distributed
@@ -72,7 +73,7 @@ def test_both_processes_hold_the_same_parameters_as_one_process_would(two_proces
 
 def test_the_two_process_checkpoint_restores_in_one_process(two_process_run):
     learner = learner_on(None)
-    with CheckpointStore(two_process_run / "checkpoints") as store:
+    with CheckpointStore(two_process_run / "checkpoints", keep=bare().train.keep_checkpoints) as store:
         state, runtime, step = store.restore(learner.state)
     learner.restore(state)
     assert (step, runtime, learner.version) == (2, {"processes": 2}, 2)

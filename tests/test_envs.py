@@ -58,7 +58,7 @@ def test_a_registered_source_is_validated_loaded_evaluated_and_run_through_the_r
     validate_config(toy_config)
     assert [t.task_id for t in main.load_split(toy_config, "train", None)] == [f"toy/train/{i}" for i in range(5)]
     assert [t.task_id for t in main.evaluation_tasks(toy_config, "test", None)] == ["toy/test/3", "toy/test/4"]
-    assert isinstance(make_environment(toy_config, LocalWeb(), ScreenshotStore()), ToyEnvironment)
+    assert isinstance(make_environment(toy_config, LocalWeb(), ScreenshotStore.in_memory()), ToyEnvironment)
 
 
 def test_a_source_without_oracle_plans_refuses_the_oracle_and_the_http_driver(toy_config):
@@ -67,10 +67,10 @@ def test_a_source_without_oracle_plans_refuses_the_oracle_and_the_http_driver(to
 
     toy_config.policy = "oracle"
     with pytest.raises(app.UsageError, match="oracle only knows"):
-        main.make_policy(toy_config, LocalWeb(), ScreenshotStore())
+        main.make_policy(toy_config, LocalWeb(), ScreenshotStore.in_memory())
     toy_config.browser.driver = "http"
     with pytest.raises(ValueError, match="browser.driver=http runs the local web only"):
-        make_environment(toy_config, LocalWeb(), ScreenshotStore())
+        make_environment(toy_config, LocalWeb(), ScreenshotStore.in_memory())
 
 
 def test_a_split_the_source_does_not_have_is_a_usage_error(toy_config):

@@ -10,6 +10,7 @@ from asyncwebrl.analysis.training_plot import plot_training
 from asyncwebrl.runtime.evaluate import format_table, summarize, wilson_interval
 from asyncwebrl.runtime.rundir import RunDirectory
 from asyncwebrl.runtime.training import closing_summary
+from configs.default import bare
 
 DIFFICULTY = {"easy": 2, "medium": 5, "hard": 8}
 
@@ -80,7 +81,7 @@ def test_the_closing_summary_shows_a_dash_for_missing_rates(tmp_path, capsys, sk
     before = None if skipped_before else summarize([episode("easy", reward=0.0), episode("hard", "crashed", None)])
     after = summarize([episode("easy", reward=1.0), episode("hard", reward=0.0)])
     run = RunDirectory(str(tmp_path), tensorboard=False)
-    summary = closing_summary(run, before, after)
+    summary = closing_summary(run, before, after, train_split=bare().train.split)
     run.close()
     printed = capsys.readouterr().out
     assert summary["success_before"] == (None if skipped_before else 0.0)

@@ -23,8 +23,9 @@ from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
-from bare_settings import episode_settings, judge_settings  # tests/bare_settings.py
+from bare_settings import episode_settings, judge_settings, pool_settings  # tests/bare_settings.py
 from loopback import TcpEndpoint, read_request  # tests/loopback.py
+from configs.default import bare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG = b"\x89PNG\r\n\x1a\n fake screenshot bytes"
@@ -363,7 +364,7 @@ class Answers:
 
         class Agent:
             async def act(self, observation, steps):
-                return Reply(format_response({}, {}, "x", "Answer.", {"action": "answer", "text": answer}))
+                return Reply(format_response({}, {}, "x", "Answer.", {"action": "answer", "text": answer}, "memory"))
 
         return Agent()
 
@@ -379,7 +380,7 @@ def test_eval_of_a_webgym_file_on_locally_served_sites_with_the_loopback_judge(e
                 for name in ("good", "refuted", "outage", "blocked", "stuffed")]
         path = tmp_path / "webgym.jsonl"
         path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-        tasks, report = load_webgym(str(path))
+        tasks, report = load_webgym(str(path), levels=tuple(bare().tasks.levels))
         answers = {"good": "It opens at 9:00.", "refuted": "It opens at 8:00 (refuted).", "outage": "9:00 (outage)",
                    "blocked": "9:00 (blocked)", "stuffed": "7:00, 8:00, 9:00, 10:00 or 11:00"}
 
@@ -390,7 +391,7 @@ def test_eval_of_a_webgym_file_on_locally_served_sites_with_the_loopback_judge(e
 
         endpoint.script = script
         endpoint.blocked_reply = "VERDICT: NO"
-        store = ScreenshotStore()
+        store = ScreenshotStore.in_memory()
         judge = make_judge(endpoint, retries=1)
         environment = WebGymEnvironment(judge, store, allow_hosts=[urllib.parse.urlsplit(web.origin).netloc])
         original = judge.judge
@@ -402,7 +403,7 @@ def test_eval_of_a_webgym_file_on_locally_served_sites_with_the_loopback_judge(e
         judge.judge = judge_with_blocked_page
         trajectories, _ = asyncio.run(run_tasks(tasks, Answers(answers), environment,
                                                 episode_settings("test", interaction="coordinates"),
-                                                store=store, concurrency=1, progress=None))
+                                                pool=pool_settings(concurrency=1), store=store, progress=None))
     by_id = {t.task.task_id: t for t in trajectories}
     assert report.kept == 5 and all(t.steps for t in trajectories)
     assert by_id["good"].reward == 1.0 and by_id["good"].outcome == "answered"

@@ -10,7 +10,8 @@ from flax import nnx
 
 from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.learner.learner import Learner, LearnerSettings
-from asyncwebrl.learner.losses import LOSSES, LossKind
+from asyncwebrl.learner.choices import LOSSES
+from asyncwebrl.learner.losses import LossKind
 from asyncwebrl.learner.packing import PackingShape, StepRow, pack
 from asyncwebrl.learner.train import learning_rate_schedule, target_logprobs
 from asyncwebrl.model import Qwen3VL, preset
@@ -20,7 +21,7 @@ from asyncwebrl.parallel import make_mesh
 from asyncwebrl.records import Task, Trajectory
 from asyncwebrl.runtime.rows import episode_advantages
 from asyncwebrl.runtime.training import learner_record
-from bare_settings import loss_settings, optimizer_settings  # tests/bare_settings.py
+from bare_settings import loss_settings, model_options, optimizer_settings  # tests/bare_settings.py
 from configs.default import bare
 
 # The tiny preset's architecture with fewer layers: the learner's mechanics, quicker to compile.
@@ -53,7 +54,7 @@ def make_rows(count: int, seed: int = 0, version: int = 0) -> list[StepRow]:
 
 
 def tiny_model(seed: int = 0) -> Qwen3VL:
-    return Qwen3VL(CONFIG, rngs=nnx.Rngs(seed))
+    return Qwen3VL(CONFIG, **model_options(), rngs=nnx.Rngs(seed))
 
 
 def settings(**changes) -> LearnerSettings:
@@ -268,20 +269,26 @@ def test_supervised_mode_learns_the_demonstrations():
     assert learner.version == 0  # warm-start steps are not RL updates
 
 
+def reinforce(logp, prox_logp, microbatch, settings):
+    weighted = microbatch.advantages * microbatch.loss_mask
+    total = -(weighted * logp).sum()
+    return total, {"reinforce_loss": total, "mean_advantage": weighted.sum()}
+
+
+def centred_rewards(rewards, group_ids, num_steps, *, normalizer, k):
+    rewards = np.asarray(rewards, np.float32)
+    return rewards - rewards.mean()
+
+
+REINFORCE = LossKind(reinforce, "reinforce_loss", advantages=centred_rewards)
+
+
 def test_a_new_loss_kind_is_one_registry_line(monkeypatch):
-    """A toy REINFORCE kind, registered with one line: the step rows take its advantages,
-    the learner trains with its loss (with no proximal pass, as it reads no pi_prox), and
-    its metrics come back and are logged under their own names."""
-    def reinforce(logp, prox_logp, microbatch, settings):
-        weighted = microbatch.advantages * microbatch.loss_mask
-        total = -(weighted * logp).sum()
-        return total, {"reinforce_loss": total, "mean_advantage": weighted.sum()}
-
-    def centred_rewards(rewards, group_ids, num_steps, *, normalizer, k):
-        rewards = np.asarray(rewards, np.float32)
-        return rewards - rewards.mean()
-
-    monkeypatch.setitem(LOSSES, "reinforce", LossKind(reinforce, "reinforce_loss", advantages=centred_rewards))
+    """A toy REINFORCE kind (its function and LossKind above), registered with one line:
+    the step rows take its advantages, the learner trains with its loss (with no proximal
+    pass, as it reads no pi_prox), and its metrics come back and are logged under their
+    own names."""
+    monkeypatch.setitem(LOSSES, "reinforce", f"{__name__}:REINFORCE")
 
     task = Task(task_id="toy", task_name="toy", website="http://toy.test/")
     episodes = [Trajectory(task=task, steps=[], outcome="answered", reward=r) for r in (1.0, 0.0, 0.0, 1.0)]
@@ -356,10 +363,10 @@ def test_resume_from_a_checkpoint_ends_identical(tmp_path):
 def test_restore_onto_another_mesh(tmp_path):
     learner = Learner(tiny_model(), settings())
     learner.update(make_rows(3, seed=11))
-    with CheckpointStore(tmp_path / "c") as store:
+    with CheckpointStore(tmp_path / "c", keep=bare().train.keep_checkpoints) as store:
         store.save(1, learner.state, {})
     sharded = Learner(tiny_model(seed=5), settings(), mesh=make_mesh({"fsdp": 4, "tensor": 2}))
-    with CheckpointStore(tmp_path / "c") as store:
+    with CheckpointStore(tmp_path / "c", keep=bare().train.keep_checkpoints) as store:
         state, _, _ = store.restore(sharded.state)
     sharded.restore(state)
     kernel = sharded.params["layers"][0]["gate_proj"]["kernel"][...]

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from asyncwebrl.learner.choices import LOSS_KINDS, WARM_START_KIND
-from asyncwebrl.learner.losses import LOSSES, group_advantages, policy_loss, raft_advantages, step_advantages
+from asyncwebrl.learner.choices import LOSSES, WARM_START_KIND, loss_kind
+from asyncwebrl.learner.losses import LossKind, group_advantages, policy_loss, raft_advantages, step_advantages
 from configs.default import bare
 
 # the bare config's clips and normaliser constant (configs/default.py)
@@ -115,12 +115,31 @@ def test_step_and_raft_advantages():
     np.testing.assert_allclose(raft_advantages([1, 0, 1], [5, 13, 2]), [0.2, 0.0, 0.5])
 
 
-def test_the_jax_free_names_are_the_registry_of_loss_kinds():
-    """choices.py names the kinds for the config check (no JAX there); LOSSES holds them.
-    A config's loss.kind learns from rewards; the warm start's kind does not."""
-    assert sorted(LOSSES) == sorted((*LOSS_KINDS, WARM_START_KIND))
-    assert all(LOSSES[kind].learns_from_rewards for kind in LOSS_KINDS)
-    assert not LOSSES[WARM_START_KIND].learns_from_rewards
+def test_every_registry_entry_resolves_to_a_loss_kind():
+    """Each line of choices.LOSSES names a LossKind; a config's loss.kind learns from
+    rewards, the warm start's kind does not."""
+    for name in LOSSES:
+        assert isinstance(loss_kind(name), LossKind), name
+        assert loss_kind(name).learns_from_rewards, name
+    assert isinstance(loss_kind(WARM_START_KIND), LossKind)
+    assert not loss_kind(WARM_START_KIND).learns_from_rewards
+    assert WARM_START_KIND not in LOSSES   # validate_config refuses loss.kind="sft"
+
+
+def test_an_entry_that_names_no_loss_kind_is_refused(monkeypatch):
+    monkeypatch.setitem(LOSSES, "typo", "asyncwebrl.learner.losses:policy_loss")
+    with pytest.raises(TypeError, match="'typo' names asyncwebrl.learner.losses:policy_loss, a function, not a LossKind"):
+        loss_kind("typo")
+
+
+@pytest.mark.parametrize("kind", ["ppo", WARM_START_KIND])
+def test_validate_config_refuses_a_kind_not_in_the_registry(kind):
+    """Before JAX: the refusal names the key and the registry's kinds."""
+    from asyncwebrl.runtime.validate import validate_config
+    config = bare()
+    config.loss.kind = kind
+    with pytest.raises(ValueError, match=rf"loss\.kind must be one of \('grpo', 'raft'\), got '{kind}'"):
+        validate_config(config)
 
 
 @pytest.mark.parametrize("normalizer, expected", [

@@ -63,7 +63,7 @@ def test_no_episodes_gives_no_numbers_rather_than_zeros():
 def test_trajectories_become_records_through_the_response_parser(tmp_path):
     task = Task(task_id="t", task_name=TASK, website="http://x")
     steps = [Step(index=i, url="u", action={}, response=format_response(
-        memory, {}, "find", "Look.", {"action": "wait", "time": 1}), response_ids=[1] * (i + 5))
+        memory, {}, "find", "Look.", {"action": "wait", "time": 1}, "memory"), response_ids=[1] * (i + 5))
         for i, memory in enumerate([{"laptop_price": "$9"}, {"laptop_price": "$9", "step": 2}])]
     steps.append(Step(index=2, url="u", action={}, response="garbage without a memory"))
     record = episode_record(Trajectory(task=task, steps=steps, outcome="limit", reward=0.0))

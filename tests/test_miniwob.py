@@ -18,15 +18,17 @@ from asyncwebrl.rollout.policies import Reply
 from asyncwebrl.rollout.response import format_response
 from asyncwebrl.runtime.evaluate import run_tasks
 from asyncwebrl.web.server import LocalWeb
-from bare_settings import episode_settings  # tests/bare_settings.py
+from bare_settings import episode_settings, pool_settings  # tests/bare_settings.py
+from configs.default import bare
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = episode_settings("test", interaction="coordinates", viewport=(160, 210), step_limits=(5, 10, 20))
 
 
 def run(tasks, policy, web):
-    trajectories, _ = asyncio.run(run_tasks(tasks, policy, MiniWobEnvironment(web), SETTINGS,
-                                            concurrency=2, progress=None))
+    environment = MiniWobEnvironment(web, episode_seconds=bare().miniwob.episode_seconds)
+    trajectories, _ = asyncio.run(run_tasks(tasks, policy, environment, SETTINGS,
+                                            pool=pool_settings(concurrency=2), progress=None))
     return trajectories
 
 
@@ -95,7 +97,7 @@ class _Scripted:
 
         class Agent:
             async def act(self, observation, steps):
-                return Reply(format_response({}, {}, "x", "Act.", next(actions)))
+                return Reply(format_response({}, {}, "x", "Act.", next(actions), "memory"))
 
         return Agent()
 

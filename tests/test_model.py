@@ -22,6 +22,7 @@ from asyncwebrl.model.qwen3_vl import Qwen3VL
 from asyncwebrl.model.tokenizer import Processor, byte_tokenizer
 from asyncwebrl.model.weights import abstract_model, load_pretrained, save_pretrained
 from asyncwebrl.parallel import LEARNER_RULES, SAMPLER_RULES, make_mesh
+from bare_settings import model_options, pretrained_options  # tests/bare_settings.py
 
 PAD, BOS, IMG, VID, VS, VE = 256, 257, 261, 262, 259, 260
 TOLERANCE = 1e-4
@@ -53,7 +54,7 @@ def pair(request, tmp_path_factory):
     directory = tmp_path_factory.mktemp("hf_tiny")
     reference.save_pretrained(directory)
     PROCESSOR.save_pretrained(directory)   # its pixel normalisation (CLIP's) reaches the model config
-    return reference, load_pretrained(directory), directory
+    return reference, load_pretrained(directory, **pretrained_options()), directory
 
 
 PROCESSOR = Qwen2VLImageProcessorPil(patch_size=16, merge_size=2, temporal_patch_size=2, min_pixels=32 * 32,
@@ -216,7 +217,7 @@ def test_batched_decoding_with_ragged_prompts(pair):
 
 def test_save_pretrained_loads_in_transformers_with_identical_logits(tmp_path):
     config = preset("tiny")
-    model = Qwen3VL(config, rngs=nnx.Rngs(7))
+    model = Qwen3VL(config, **model_options(), rngs=nnx.Rngs(7))
     save_pretrained(model, tmp_path)
     reference = Qwen3VLForConditionalGeneration.from_pretrained(tmp_path, attn_implementation="eager").eval()
     pixels, grids = image_batch([(64, 96)], seed=4)
@@ -229,7 +230,7 @@ def test_save_pretrained_loads_in_transformers_with_identical_logits(tmp_path):
 def test_bfloat16_round_trip_keeps_every_parameter(pair, tmp_path):
     _, model, _ = pair
     save_pretrained(model, tmp_path, dtype=jnp.bfloat16)
-    reloaded = load_pretrained(tmp_path, dtype=jnp.bfloat16)
+    reloaded = load_pretrained(tmp_path, **pretrained_options(dtype=jnp.bfloat16, compute_dtype=jnp.bfloat16))
     ours = jax.tree.leaves(nnx_params(model))
     theirs = jax.tree.leaves(nnx_params(reloaded))
     assert all(b.dtype == jnp.bfloat16 for b in theirs)
@@ -248,8 +249,8 @@ def test_sharded_forward_equals_single_device(pair, rules):
     reference, _, directory = pair
     assert jax.device_count() == 8, "tests/conftest.py sets 8 fake CPU devices"
     mesh = make_mesh({"data": 1, "fsdp": 4, "tensor": 2})
-    sharded = load_pretrained(directory, mesh=mesh, rules=rules)
-    single = load_pretrained(directory)
+    sharded = load_pretrained(directory, **pretrained_options(), mesh=mesh, rules=rules)
+    single = load_pretrained(directory, **pretrained_options())
     kernel = sharded.layers[0].gate_proj.kernel[...]
     assert len(kernel.sharding.device_set) == 8
     expected_shard = (64 // 4 if rules is LEARNER_RULES else 64, 96 // 2)
@@ -273,9 +274,9 @@ def test_load_pretrained_rejects_a_mismatched_checkpoint(pair, tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "model.safetensors").symlink_to(directory / "model.safetensors")
     with pytest.raises(KeyError, match="lacks"):
-        load_pretrained(tmp_path)
+        load_pretrained(tmp_path, **pretrained_options())
     with pytest.raises(FileNotFoundError, match="config.json"):
-        load_pretrained(tmp_path / "nowhere")
+        load_pretrained(tmp_path / "nowhere", **pretrained_options())
 
 
 def test_published_presets_have_the_published_sizes():
@@ -284,11 +285,11 @@ def test_published_presets_have_the_published_sizes():
     def count(module):
         return sum(math.prod(x.shape) for x in jax.tree.leaves(nnx.state(module, nnx.Param)))
 
-    model = abstract_model(preset("qwen3-vl-8b-thinking"))
+    model = abstract_model(preset("qwen3-vl-8b-thinking"), **model_options())
     assert round(count(model) / 1e9, 2) == 8.77
     assert round((count(model) - count(model.visual)) / 1e9, 2) == 8.19
-    assert round(count(abstract_model(preset("2b"))) / 1e9, 1) == 2.1
-    assert round(count(abstract_model(preset("4b"))) / 1e9, 1) == 4.4
+    assert round(count(abstract_model(preset("2b"), **model_options())) / 1e9, 1) == 2.1
+    assert round(count(abstract_model(preset("4b"), **model_options())) / 1e9, 1) == 4.4
     with pytest.raises(ValueError, match="unknown model preset"):
         preset("70b")
 
@@ -299,7 +300,7 @@ def test_remat_changes_memory_not_gradients(pair, policy):
     _, model, directory = pair
     if not model.config.tie_word_embeddings and policy != "full":
         pytest.skip("remat does not touch the embeddings: the untied model checks one policy (saves a minute)")
-    rematted = load_pretrained(directory, remat=policy)
+    rematted = load_pretrained(directory, **pretrained_options(remat=policy))
     pixels, grids = image_batch([(64, 64)], seed=9)
     ids = np.array([with_images(b"remat me ", grids)])
     inputs = model_inputs.from_hf_kwargs(model.config, ids, None, pixels, grids, (ids == IMG).astype(np.int64))
@@ -318,7 +319,7 @@ def test_bfloat16_compute_tracks_float32(pair, param_dtype):
     """bf16 matmuls (norms, softmax and rotary stay float32) stay close to the float32 model
     and pick the same next token almost everywhere."""
     reference, model, directory = pair
-    low = load_pretrained(directory, dtype=param_dtype, compute_dtype=jnp.bfloat16)
+    low = load_pretrained(directory, **pretrained_options(dtype=param_dtype, compute_dtype=jnp.bfloat16))
     assert low.layers[0].gate_proj.kernel[...].dtype == param_dtype
     pixels, grids = image_batch([(96, 128)], seed=6)
     ids = np.array([with_images(b"Precision ", grids)])
@@ -335,7 +336,7 @@ def test_pallas_attention_matches_xla(pair):
     XLA path's logits and gradients on a padded multimodal batch: same segments, same
     causal structure, same padding behaviour."""
     _, model, directory = pair
-    fused = load_pretrained(directory, attention="pallas")
+    fused = load_pretrained(directory, **pretrained_options(attention="pallas"))
     pixels, grids = image_batch([(64, 64), (64, 96)], seed=8)
     rows = [with_images(b"x ", grids[:1]), with_images(b"yy ", grids[1:])]
     ids, mask = padded(rows)
@@ -362,7 +363,7 @@ def test_load_pretrained_reads_a_sharded_checkpoint(pair, tmp_path):
     reference.save_pretrained(tmp_path, max_shard_size="100KB")
     assert (tmp_path / "model.safetensors.index.json").exists()
     assert len(list(tmp_path.glob("model-*.safetensors"))) > 2
-    sharded = load_pretrained(tmp_path)
+    sharded = load_pretrained(tmp_path, **pretrained_options())
     for a, b in zip(jax.tree.leaves(nnx.state(model)), jax.tree.leaves(nnx.state(sharded))):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 

@@ -11,16 +11,18 @@ from flax import nnx
 from asyncwebrl.envs.local import LocalEnvironment
 from asyncwebrl.model import Qwen3VL, preset
 from asyncwebrl.model.tokenizer import Processor
-from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks
 from asyncwebrl.runtime.model_policy import ModelPolicy
 from asyncwebrl.sampler import Engine
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
-from bare_settings import engine_settings, episode_settings  # tests/bare_settings.py
+from bare_settings import (engine_settings, episode_settings, model_options, pool_settings,  # tests/bare_settings.py
+                           prompt_builder)
 
 TRAIN = episode_settings("train", interaction="set_of_marks")
+# the prompts of a pretrained checkpoint: the system message, the memory response format
+FULL_PROMPTS = {"interaction": "set_of_marks", "system_message": True, "response_format": "memory"}
 
 
 @pytest.fixture(scope="module")
@@ -31,16 +33,16 @@ def web():
 
 def test_model_policy_episode_records_tokens_logprobs_and_versions(web):
     processor = Processor.embedded()
-    model = Qwen3VL(preset("tiny"), rngs=nnx.Rngs(0))
+    model = Qwen3VL(preset("tiny"), **model_options(), rngs=nnx.Rngs(0))
     settings = engine_settings(1.0, slots=2, capacity=4096, prompt_buckets=(512, 2048), max_images=2,
                                patches_per_image=256, stop_token_ids=(processor.special.eos,))
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     engine = Engine(model, settings, version=7)
-    policy = ModelPolicy(engine, processor, store, PromptBuilder("set_of_marks"), max_new_tokens=24)
+    policy = ModelPolicy(engine, processor, store, prompt_builder(**FULL_PROMPTS), max_new_tokens=24)
     task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)  # easy: 10 steps at most
     with engine:
         (trajectory,), _ = asyncio.run(run_tasks([task], policy, LocalEnvironment(web), TRAIN, store=store,
-                                                 concurrency=1, progress=None))
+                                                 pool=pool_settings(concurrency=1), progress=None))
     assert trajectory.outcome in ("answered", "limit") and trajectory.reward is not None
     assert len(trajectory.steps) >= 1
     pad = processor.special.image_pad
@@ -69,11 +71,11 @@ def test_teacher_demonstrations_become_training_rows_in_the_model_format(web):
     from asyncwebrl.runtime.demonstrations import TeacherPolicy
     from asyncwebrl.runtime.rows import step_rows
 
-    processor, store = Processor.embedded(), ScreenshotStore()
-    teacher = TeacherPolicy(OraclePolicy(web.session), processor, store, PromptBuilder("set_of_marks"))
+    processor, store = Processor.embedded(), ScreenshotStore.in_memory()
+    teacher = TeacherPolicy(OraclePolicy(web.session, "memory"), processor, store, prompt_builder(**FULL_PROMPTS))
     task = next(t for t in generate_tasks("train", 1) if t.difficulty <= 3)
     (trajectory,), _ = asyncio.run(run_tasks([task], teacher, LocalEnvironment(web), TRAIN, store=store,
-                                             concurrency=1, progress=None, free_screenshots=False))
+                                             pool=pool_settings(concurrency=1), progress=None, free_screenshots=False))
     assert trajectory.success and len(trajectory.steps) >= 2
     rows = step_rows([trajectory], [0.5], store, processor)
     assert len(rows) == len(trajectory.steps)
@@ -104,7 +106,7 @@ def test_the_oracle_answering_in_shorter_formats_takes_the_same_actions(web):
     for response_format in ("memory", "memory+action", "action"):
         (trajectory,), _ = asyncio.run(run_tasks(
             [task], OraclePolicy(web.session, response_format), LocalEnvironment(web),
-            TRAIN, concurrency=1, progress=None))
+            TRAIN, pool=pool_settings(concurrency=1), progress=None))
         assert trajectory.success
         actions[response_format] = [step.action for step in trajectory.steps]
         responses[response_format] = [step.response for step in trajectory.steps]

@@ -14,7 +14,6 @@ from asyncwebrl.rollout.episode import plan_room
 from asyncwebrl.rollout.http_tab import HttpPool
 from asyncwebrl.rollout.observation import Observation
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy, Reply
-from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.response import format_response
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks, summarize
@@ -23,7 +22,7 @@ from asyncwebrl.web.http_page import HttpPage
 from asyncwebrl.web.page_text import cut_lines, parse_page
 from asyncwebrl.web.server import LOGICAL_ORIGIN, LocalWeb
 from asyncwebrl.web.tasks import generate_tasks, select_balanced
-from bare_settings import episode_settings  # tests/bare_settings.py
+from bare_settings import episode_settings, pool_settings, prompt_builder  # tests/bare_settings.py
 
 TEXT = episode_settings("test", interaction="set_of_marks", observation="text", step_limits=(6, 10, 14))
 
@@ -128,8 +127,8 @@ def test_http_oracle_solves_every_task_of_many_sites():
     tasks = generate_tasks("test", 6) + generate_tasks("train", 2)
     web = LocalWeb()
     trajectories, _ = asyncio.run(run_tasks(tasks, OraclePolicy(web.session, "action"),
-                                            LocalEnvironment(web, browser_free=True), TEXT, driver="http",
-                                            concurrency=32, progress=None))
+                                            LocalEnvironment(web, browser_free=True), TEXT,
+                                            pool=pool_settings(driver="http", concurrency=32), progress=None))
     failed = [t.task.task_id for t in trajectories if not t.success]
     assert not failed, f"{len(failed)} of {len(tasks)} oracle episodes failed: {failed[:5]}"
     assert all(step.page_text and not step.screenshot_key for t in trajectories for step in t.steps)
@@ -140,7 +139,8 @@ def test_http_random_policy_rarely_succeeds():
     tasks = select_balanced(generate_tasks("test", 6), 120, seed=3)
     web = LocalWeb()
     trajectories, _ = asyncio.run(run_tasks(tasks, RandomPolicy(seed=0), LocalEnvironment(web, browser_free=True),
-                                            TEXT, driver="http", concurrency=32, progress=None))
+                                            TEXT, pool=pool_settings(driver="http", concurrency=32),
+                                            progress=None))
     summary = summarize(trajectories)
     assert summary["episodes"] == 120 and summary["success_rate"] < 0.10
 
@@ -149,19 +149,19 @@ def test_http_driver_refuses_what_needs_layout():
     with pytest.raises(ValueError, match="set_of_marks"):
         episode_settings("test", interaction="coordinates", observation="text")
     with pytest.raises(ValueError, match="agent.observation must be 'text'"):
-        HttpPool(LocalEnvironment(LocalWeb(), browser_free=True), store=ScreenshotStore(),
-                 settings=episode_settings("test", interaction="set_of_marks"))
+        HttpPool(LocalEnvironment(LocalWeb(), browser_free=True), store=ScreenshotStore.in_memory(),
+                 settings=episode_settings("test", interaction="set_of_marks"), concurrency=pool_settings().concurrency)
 
 
 def test_text_prompt_shows_the_page_and_repeats_the_task():
     task = generate_tasks("test", 1)[0]
     web = LocalWeb()
     trajectories, _ = asyncio.run(run_tasks([task], OraclePolicy(web.session, "action"),
-                                            LocalEnvironment(web, browser_free=True), TEXT, driver="http",
-                                            progress=None))
+                                            LocalEnvironment(web, browser_free=True), TEXT,
+                                            pool=pool_settings(driver="http"), progress=None))
     (trajectory,) = trajectories
-    builder = PromptBuilder("set_of_marks", observation="text", system_message=False, response_format="action",
-                            text_budget=40, count_tokens=len)
+    builder = prompt_builder(interaction="set_of_marks", observation="text", system_message=False,
+                             response_format="action", text_budget=40, count_tokens=len)
     step = trajectory.steps[1]
     observation = Observation(url=step.url, title=step.title, screenshot_key="", elements=[], scroll_y=0,
                               page_height=0, viewport=(1280, 720), step=1, text=step.page_text)
@@ -185,9 +185,9 @@ def test_a_long_episode_prompt_fits_the_slot_the_page_giving_way():
     page = "\n".join(f'[{i}] link "Department of subject number {i}"' for i in range(1, 200))
     observation = Observation(url=task.website, title="Home", screenshot_key="", elements=[], scroll_y=0,
                               page_height=0, viewport=(1280, 720), step=20, text=page)
-    builder = PromptBuilder("set_of_marks", observation="text", system_message=False, response_format="action",
-                            text_budget=700, count_tokens=count, prompt_limit=600)
-    encoded, _ = encode_step(builder, processor, ScreenshotStore(), task, steps, observation)
+    builder = prompt_builder(interaction="set_of_marks", observation="text", system_message=False,
+                             response_format="action", text_budget=700, count_tokens=count, prompt_limit=600)
+    encoded, _ = encode_step(builder, processor, ScreenshotStore.in_memory(), task, steps, observation)
     text = processor.decode(encoded["input_ids"].tolist())
     assert len(encoded["input_ids"]) <= 600 < len(processor.encode(builder.build(task, steps, observation).messages,
                                                                      [])["input_ids"])
@@ -218,11 +218,11 @@ def test_chromium_and_http_show_the_same_text_and_agree_on_outcomes():
                                        step_limits=(6, 10, 14))
             runs[driver], _ = asyncio.run(run_tasks(
                 tasks, OraclePolicy(web.session, "action"), LocalEnvironment(web, browser_free=driver == "http"),
-                settings, driver=driver, progress=None))
+                settings, pool=pool_settings(driver=driver), progress=None))
         shot, _ = asyncio.run(run_tasks(  # text+screenshot: the same text, and screenshots with the same ids
             tasks[:1], OraclePolicy(web.session, "action"), LocalEnvironment(web),
             episode_settings("test", interaction="set_of_marks", observation="text+screenshot"),
-            free_screenshots=True, progress=None))
+            pool=pool_settings(), free_screenshots=True, progress=None))
     for chromium, http in zip(runs["chromium"], runs["http"]):
         assert (chromium.outcome, chromium.reward) == (http.outcome, http.reward) == ("answered", 1.0), \
             chromium.task.task_id
@@ -281,7 +281,7 @@ def test_drivers_agree_off_the_oracle_path():
         for site, moves in OFF_PATH.items():
             runs = {driver: asyncio.run(run_tasks([tasks[site]], ScriptedPolicy(moves),
                                                   LocalEnvironment(web, browser_free=driver == "http"), settings,
-                                                  driver=driver, progress=None))[0][0]
+                                                  pool=pool_settings(driver=driver), progress=None))[0][0]
                     for driver in ("chromium", "http")}
             chromium, http = runs["chromium"], runs["http"]
             assert len(chromium.steps) == len(http.steps) == len(moves) + 1

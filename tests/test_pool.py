@@ -22,14 +22,14 @@ from asyncwebrl.envs.local import LocalEnvironment
 from asyncwebrl.records import Task
 from asyncwebrl.rollout.episode import EpisodeSite
 from asyncwebrl.rollout.policies import Reply
-from asyncwebrl.rollout.pool import BrowserPool
+from asyncwebrl.rollout.pool import make_pool
 from asyncwebrl.rollout.response import format_response
 from asyncwebrl.rollout.sandbox import Sandbox, UrlPolicy, is_internal
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.web.evaluator import Judgement
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
-from bare_settings import episode_settings  # tests/bare_settings.py
+from bare_settings import episode_settings, pool_settings  # tests/bare_settings.py
 from loopback import LoopbackService  # tests/loopback.py
 
 PAGES = {
@@ -146,7 +146,7 @@ class Script:
                 if callable(move):
                     move(observation)
                     move = {"action": "wait", "time": 0.5}
-                return Reply(format_response({}, {}, "x", "Scripted.", move))
+                return Reply(format_response({}, {}, "x", "Scripted.", move, "memory"))
 
         return Agent()
 
@@ -155,14 +155,15 @@ def task_at(url: str) -> Task:
     return Task(task_id="hostile", task_name="survive", website=url, difficulty=1)
 
 
-def run_pool(origin, jobs, settings=None, allow_hosts=(), **pool_options):
-    """Runs (path, policy) jobs on one pool; returns trajectories, pool and environment."""
+def run_pool(origin, jobs, settings=None, allow_hosts=(), **pool_changes):
+    """Runs (path, policy) jobs on one pool (the bare config's, changed by `pool_changes`);
+    returns trajectories, pool and environment."""
     environment = HostileEnvironment(origin, allow_hosts)
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     settings = settings or episode_settings("test", interaction="coordinates", timeout_s=5, step_deadline_s=5)
 
     async def scenario():
-        async with BrowserPool(environment, store=store, settings=settings, **pool_options) as pool:
+        async with make_pool(environment, store=store, settings=settings, pool=pool_settings(**pool_changes)) as pool:
             results = []
             for path, policy in jobs:
                 trajectory = await pool.run(task_at(origin + path), policy)
@@ -209,7 +210,7 @@ def test_a_killed_browser_is_replaced_and_the_pool_goes_on(hostile):
 
     click = {"action": "left_click", "coordinate": [100, 60]}
     jobs = [("/", Script([click]))] + [("/", Script([kill_browser, click]))] + [("/", Script([click]))] * 3
-    trajectories, pool, _, store = run_pool(hostile, jobs, pages_per_browser=1)
+    trajectories, pool, _, store = run_pool(hostile, jobs, concurrency=1)
     assert [t.outcome for t in trajectories] == ["answered", "crashed", "answered", "answered", "answered"]
     assert trajectories[1].reward is None  # crashed is never scored
     assert all(t.reward == 1.0 for i, t in enumerate(trajectories) if i != 1)
@@ -244,11 +245,11 @@ class FreezingEnvironment(HostileEnvironment):
 
 def test_a_browser_that_stops_answering_while_an_episode_opens_ends_its_episodes_as_crashed(hostile):
     environment = FreezingEnvironment(hostile)
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     settings = episode_settings("test", interaction="coordinates", timeout_s=2, step_deadline_s=5)
 
     async def scenario():
-        async with BrowserPool(environment, store=store, settings=settings, pages_per_browser=2) as pool:
+        async with make_pool(environment, store=store, settings=settings, pool=pool_settings(concurrency=2)) as pool:
             trajectories = await asyncio.gather(*(pool.run(task_at(hostile + "/"), Script([])) for _ in range(4)))
             return trajectories, pool
 
@@ -276,7 +277,7 @@ def test_a_crashed_page_ends_its_episode_and_the_next_one_runs(hostile):
 
     click = {"action": "left_click", "coordinate": [100, 60]}
     jobs = [("/", Script([kill_renderers, click])), ("/", Script([click]))]
-    trajectories, pool, _, store = run_pool(hostile, jobs, pages_per_browser=1)
+    trajectories, pool, _, store = run_pool(hostile, jobs, concurrency=1)
     assert [t.outcome for t in trajectories] == ["crashed", "answered"], [t.error for t in trajectories]
     assert trajectories[1].reward == 1.0 and store.stats.entries == 0
 
@@ -285,7 +286,7 @@ def test_a_frozen_page_is_abandoned_at_the_step_deadline(hostile):
     settings = episode_settings("test", interaction="coordinates", timeout_s=2, step_deadline_s=3)
     freeze = {"action": "left_click", "coordinate": [100, 50]}
     jobs = [("/freeze", Script([freeze])), ("/", Script([]))]
-    trajectories, pool, _, store = run_pool(hostile, jobs, settings=settings, pages_per_browser=1)
+    trajectories, pool, _, store = run_pool(hostile, jobs, settings=settings, concurrency=1)
     frozen, after = trajectories
     assert frozen.outcome == "crashed" and ("StepHang" in frozen.error or "Timeout" in frozen.error), frozen.error
     assert after.outcome == "answered" and after.reward == 1.0
@@ -607,15 +608,15 @@ def test_downloads_and_popups_stay_contained(hostile, tmp_path):
 
 
 def test_sixty_episodes_leave_no_contexts_or_screenshots_behind():
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     policy = Script([{"action": "left_click", "coordinate": [30, 100]}])
     episodes = 60   # three browsers' worth; the 1,000-episode soak is benchmarks/browser_pool.py --soak
 
     async def scenario(web):
         task = generate_tasks("test", 1)[0]
         settings = episode_settings("test", interaction="coordinates", timeout_s=10)
-        async with BrowserPool(LocalEnvironment(web), store=store, settings=settings,
-                               pages_per_browser=4, recycle_after=20) as pool:
+        async with make_pool(LocalEnvironment(web), store=store, settings=settings,
+                             pool=pool_settings(concurrency=4, pages_per_browser=4, recycle_after=20)) as pool:
             baseline = pool.open_contexts()
 
             async def one():

@@ -9,15 +9,15 @@ from hypothesis import strategies as st
 
 from asyncwebrl.records import Step, Task
 from asyncwebrl.rollout.observation import Element, Observation
-from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.response import GRID, format_response, response_action
+from bare_settings import prompt_builder  # tests/bare_settings.py
 
 TASK = Task(task_id="t", task_name="Find the price of the Aurora X14 Laptop.", website="http://awr.local/shop-v1-s00/")
 
 
 def step(index, key, sentence, *, changed=True, error=""):
     response = format_response({"aurora_price": "$10"}, {"find": "not finished"}, "find", sentence,
-                               {"action": "left_click", "coordinate": [10, 20]})
+                               {"action": "left_click", "coordinate": [10, 20]}, "memory")
     return Step(index=index, url=f"http://awr.local/shop-v1-s00/{index}", title=f"Page {index}", response=response,
                 action={"name": "left_click"}, action_error=error, screenshot_key=key, screenshot_changed=changed)
 
@@ -35,13 +35,18 @@ STEPS = [step(0, "k0", "Search for the laptop."),
          step(2, "k2", "Open the laptop page.")]
 
 
+def full_prompts(interaction: str, **changes):
+    """The prompts a pretrained checkpoint reads: the system message, the memory response format."""
+    return prompt_builder(**{"interaction": interaction, "system_message": True, "response_format": "memory", **changes})
+
+
 def texts(message):
     content = message["content"]
     return content if isinstance(content, str) else " ".join(c.get("text", "") for c in content)
 
 
 def test_history_window_of_one_shows_the_previous_screenshot_and_response():
-    prompt = PromptBuilder("coordinates", history=1).build(TASK, STEPS, observation(3, error="navigation failed"))
+    prompt = full_prompts("coordinates", history=1).build(TASK, STEPS, observation(3, error="navigation failed"))
     assert [m["role"] for m in prompt.messages] == ["system", "user", "assistant", "user"]
     assert prompt.image_keys == ["k2", "k-now"]
     first = texts(prompt.messages[1])
@@ -58,29 +63,29 @@ def test_history_window_of_one_shows_the_previous_screenshot_and_response():
 
 
 def test_the_system_message_can_be_left_out_and_nothing_else_changes():
-    full = PromptBuilder("set_of_marks").build(TASK, STEPS, observation(3))
-    bare = PromptBuilder("set_of_marks", system_message=False).build(TASK, STEPS, observation(3))
+    full = full_prompts("set_of_marks").build(TASK, STEPS, observation(3))
+    bare = full_prompts("set_of_marks", system_message=False).build(TASK, STEPS, observation(3))
     assert bare.messages == full.messages[1:] and bare.image_keys == full.image_keys
     assert full.messages[0]["role"] == "system" and bare.messages[0]["role"] == "user"
 
 
 def test_the_action_format_asks_for_the_tool_call_alone_and_reads_back_the_same_action():
     arguments = {"action": "type", "element_id": 4, "text": "Aurora X14"}
-    full = format_response({"k": "v"}, {"find": "not finished"}, "find", "Type the name.", arguments)
+    full = format_response({"k": "v"}, {"find": "not finished"}, "find", "Type the name.", arguments, "memory")
     alone = format_response({"k": "v"}, {"find": "not finished"}, "find", "Type the name.", arguments, "action")
     assert alone.startswith("<tool_call>") and full.endswith(alone) and "Memory" not in alone
     assert response_action(alone, "set_of_marks")[1] == response_action(full, "set_of_marks")[1]
-    system = PromptBuilder("set_of_marks", response_format="action").system
+    system = full_prompts("set_of_marks", response_format="action").system
     assert "tool call alone" in system and "Memory:" not in system and "element_id" in system
-    assert "Memory:" in PromptBuilder("set_of_marks").system
-    compact = PromptBuilder("set_of_marks", response_format="memory+action").system
-    assert "Memory:" in compact and "Progress:" not in compact and "Progress:" in PromptBuilder("set_of_marks").system
+    assert "Memory:" in full_prompts("set_of_marks").system
+    compact = full_prompts("set_of_marks", response_format="memory+action").system
+    assert "Memory:" in compact and "Progress:" not in compact and "Progress:" in full_prompts("set_of_marks").system
     with pytest.raises(ValueError, match="response format"):
-        PromptBuilder("set_of_marks", response_format="brief")
+        full_prompts("set_of_marks", response_format="brief")
 
 
 def test_no_window_summarises_everything_and_marks_list_elements():
-    prompt = PromptBuilder("set_of_marks", history=0).build(TASK, STEPS, observation(3))
+    prompt = full_prompts("set_of_marks", history=0).build(TASK, STEPS, observation(3))
     assert [m["role"] for m in prompt.messages] == ["system", "user"]
     assert prompt.image_keys == ["k-now"]
     text = texts(prompt.messages[1])
@@ -90,16 +95,16 @@ def test_no_window_summarises_everything_and_marks_list_elements():
 
 
 def test_wider_window_and_first_step():
-    prompt = PromptBuilder("coordinates", history=2).build(TASK, STEPS, observation(3))
+    prompt = full_prompts("coordinates", history=2).build(TASK, STEPS, observation(3))
     assert [m["role"] for m in prompt.messages] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert prompt.image_keys == ["k1", "k2", "k-now"]
-    first = PromptBuilder("coordinates", history=2).build(TASK, [], observation(0))
+    first = full_prompts("coordinates", history=2).build(TASK, [], observation(0))
     assert [m["role"] for m in first.messages] == ["system", "user"] and "Earlier steps" not in texts(first.messages[1])
 
 
 def test_memory_modes_change_the_instructions():
-    additive = PromptBuilder("coordinates").system
-    compressive = PromptBuilder("coordinates", memory="compressive").system
+    additive = full_prompts("coordinates").system
+    compressive = full_prompts("coordinates", memory="compressive").system
     assert "never remove" in additive and "never remove" not in compressive and "merge or drop" in compressive
     assert f"0..{GRID} grid" in additive
 
@@ -108,7 +113,7 @@ def test_memory_modes_change_the_instructions():
                                     {"interaction": "coordinates", "history": -1}])
 def test_bad_settings_are_refused(kwargs):
     with pytest.raises(ValueError):
-        PromptBuilder(**kwargs)
+        prompt_builder(**kwargs)
 
 
 # -- the parser under a property-based fuzz --------------------------------------------

@@ -21,7 +21,7 @@ from asyncwebrl.runtime.rundir import RunDirectory
 from asyncwebrl.web.evaluator import Judgement
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.tasks import generate_tasks
-from bare_settings import episode_settings, judge_settings  # tests/bare_settings.py
+from bare_settings import episode_settings, judge_settings, pool_settings  # tests/bare_settings.py
 from loopback import TcpEndpoint, read_request  # tests/loopback.py
 
 TASK = Task(task_id="t1", task_name="Find the price of the blue kettle", website="https://shop.example",
@@ -83,7 +83,7 @@ def test_the_label_only_precheck_runs_after_the_length_cap(monkeypatch):
 
 
 def test_a_lone_surrogate_in_a_response_reaches_the_viewer_and_episodes_file(tmp_path):
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     answer = "price \ud800 $24.50"
     step = Step(index=0, url="http://x", action={"name": "answer", "text": answer},
                 response=f'Memory: {{"a": "\udfff"}}\n<tool_call>{answer}</tool_call>')
@@ -157,9 +157,9 @@ class Answering:
             async def act(self, observation, steps):
                 if task.task_id == "policy-bug":
                     if not steps:
-                        return Reply(format_response({}, {}, "x", "Wait.", {"action": "wait", "time": 0}))
+                        return Reply(format_response({}, {}, "x", "Wait.", {"action": "wait", "time": 0}, "memory"))
                     raise KeyError("a bug in the policy")
-                return Reply(format_response({}, {}, "x", "Answer.", {"action": "answer", "text": "It opens at 9:00."}))
+                return Reply(format_response({}, {}, "x", "Answer.", {"action": "answer", "text": "It opens at 9:00."}, "memory"))
 
         return Agent()
 
@@ -185,7 +185,7 @@ def test_an_evaluation_stops_on_a_policy_failure_naming_it():
         with pytest.raises(PolicyFailure, match="device lost"):
             asyncio.run(run_tasks(tasks, BrokenSampler(), LocalEnvironment(web, browser_free=True),
                                   episode_settings("test", interaction="set_of_marks", observation="text"),
-                                  concurrency=2, driver="http", progress=None))
+                                  pool=pool_settings(concurrency=2, driver="http"), progress=None))
 
 
 class ScriptedJudge:
@@ -204,11 +204,11 @@ def test_a_blocked_site_a_policy_bug_and_a_judge_bug_end_only_their_episodes(tmp
         tasks = [Task(task_id=name, task_name="Find the opening hours", website=site, difficulty=1,
                       evaluator_reference=[{"id": "g", "description": "", "facts": ["opens at 9:00"]}])
                  for name, site in sites.items()]
-        store = ScreenshotStore()
+        store = ScreenshotStore.in_memory()
         environment = WebGymEnvironment(ScriptedJudge(), store, allow_hosts=[urllib.parse.urlsplit(web.origin).netloc])
         trajectories, wall = asyncio.run(run_tasks(tasks, Answering(), environment,
                                                    episode_settings("test", interaction="coordinates"),
-                                                   store=store, concurrency=2, progress=None))
+                                                   pool=pool_settings(concurrency=2), store=store, progress=None))
     by_id = {t.task.task_id: t for t in trajectories}
     assert [t.task.task_id for t in trajectories] == list(sites)   # every task has its record, in order
     assert by_id["good"].reward == 1.0

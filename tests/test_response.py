@@ -14,7 +14,7 @@ def call(**arguments):
 
 def test_round_trip_of_the_memory_additive_format():
     text = format_response({"laptop_price": "$1,299.00"}, {"find_price": "finished"}, "find_price",
-                           'Click the "Aurora" link.', {"action": "left_click", "coordinate": [120, 480]})
+                           'Click the "Aurora" link.', {"action": "left_click", "coordinate": [120, 480]}, "memory")
     parsed = parse_response(text)
     assert parsed.memory == {"laptop_price": "$1,299.00"}
     assert parsed.progress == {"find_price": "finished"}

@@ -97,7 +97,7 @@ def train_on_bandit(config, rewarded: str) -> tuple[dict, dict, list[dict]]:
         group = sampled_group(learner, rewarded)
         advantages = episode_advantages(group, kind=config.loss.kind, normalizer=config.loss.normalizer,
                                         k=config.loss.k)
-        measured.append(learner.update(step_rows(group, advantages, ScreenshotStore(), PROCESSOR)))
+        measured.append(learner.update(step_rows(group, advantages, ScreenshotStore.in_memory(), PROCESSOR)))
     after = answer_logprobs(learner)
     return before, {name: after[name] - before[name] for name in ANSWERS}, measured
 

@@ -18,7 +18,7 @@ from asyncwebrl.model.weights import load_pretrained
 from asyncwebrl.sampler import Engine, Image, Request, SamplingSettings, generate
 from asyncwebrl.sampler.generate import as_request
 from asyncwebrl.sampler.sampling import sample
-from bare_settings import engine_settings  # tests/bare_settings.py
+from bare_settings import engine_settings, pretrained_options  # tests/bare_settings.py
 
 PAD, BOS, IMG, VID, VS, VE = 256, 257, 261, 262, 259, 260
 # the runtime's kind of pixels: uint8 still patches (Qwen3-VL's normalisation, the model's default)
@@ -32,7 +32,7 @@ PIXELS = preset("tiny").vision   # patch 16, temporal 2, mean = std = 0.5: how t
 def pair(checkpoint):
     """(transformers model, our model from its checkpoint)."""
     reference, directory = checkpoint
-    return reference, load_pretrained(directory)
+    return reference, load_pretrained(directory, **pretrained_options())
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +152,7 @@ def test_pallas_decode_reads_each_row_to_its_own_length(checkpoint):
     its length in a cache allocated in whole 512s: same greedy tokens as transformers for
     concurrent requests of different lengths, text and images."""
     reference, directory = checkpoint
-    model = load_pretrained(directory, attention="pallas")
+    model = load_pretrained(directory, **pretrained_options(attention="pallas"))
     lengths = [6, 11, 4]
     settings = engine_settings(0.0, slots=3, capacity=200, prompt_buckets=(64,), max_images=2, patches_per_image=64)
     with Engine(model, settings) as engine:
@@ -297,10 +297,10 @@ def test_sampling_rules():
     key = jax.random.key(0)
     token, logprob = sample(logits, key, SamplingSettings(temperature=0.0))
     assert int(token[0]) == 0 and float(logprob[0]) == pytest.approx(np.log(0.5), abs=1e-6)
-    token, logprob = sample(logits, key, SamplingSettings(top_k=1))
+    token, logprob = sample(logits, key, SamplingSettings(temperature=1.0, top_k=1))
     assert int(token[0]) == 0 and float(logprob[0]) == pytest.approx(0.0, abs=1e-6)
     # top_p = 0.7 keeps {0.5, 0.3}: renormalised to 0.625 / 0.375
-    draws = jax.vmap(lambda k: sample(logits, k, SamplingSettings(top_p=0.7)))(jax.random.split(key, 4000))
+    draws = jax.vmap(lambda k: sample(logits, k, SamplingSettings(temperature=1.0, top_p=0.7)))(jax.random.split(key, 4000))
     tokens, logprobs = np.asarray(draws[0])[:, 0], np.asarray(draws[1])[:, 0]
     assert set(tokens) == {0, 1}
     assert abs((tokens == 0).mean() - 0.625) < 0.03

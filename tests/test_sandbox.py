@@ -12,6 +12,7 @@ from asyncwebrl.rollout.browser import launch_browser
 from asyncwebrl.rollout.sandbox import (CSP_REPORT_URL, Sandbox, UrlPolicy, is_internal, local_policy, parse_ip_literal,
                                         redirected_request, websocket_csp, with_policy)
 from asyncwebrl.rollout.whatwg import parse_url
+from configs.default import bare
 
 SITE = UrlPolicy(["https://www.shop.example/start"], ["mirror.intranet:8080"])
 
@@ -60,7 +61,7 @@ def test_allowed_navigations(url):
 
 
 def test_subdomains_of_the_site_are_allowed_and_parents_are_not():
-    policy = UrlPolicy(["https://www.shop.example/"])
+    policy = UrlPolicy(["https://www.shop.example/"], [])
     assert policy.check("https://img.www.shop.example/a.png", navigation=True) == ""
     assert policy.check("https://shop.example/", navigation=True).startswith("offsite")
 
@@ -78,7 +79,7 @@ def test_local_mode_allows_the_local_server_and_nothing_else():
 
 
 def test_blocks_are_counted_by_reason():
-    policy = UrlPolicy(["https://shop.example/"])
+    policy = UrlPolicy(["https://shop.example/"], [])
     policy.check("file:///x", navigation=True)
     policy.check("http://10.1.1.1/", navigation=True)
     policy.check("http://10.1.1.2/", navigation=False)
@@ -189,7 +190,7 @@ def test_only_responses_from_allowed_hosts_are_marked_and_only_in_webgym_mode():
     assert not policy.names_allowed_host("http://mirror.intranet:8081/page")
     assert not policy.names_allowed_host("https://shop.example/")  # a public site: Local Network Access guards it
     assert not policy.names_allowed_host("http://")
-    assert not Sandbox(UrlPolicy(["https://shop.example/"])).marks_allowed_hosts  # nothing internal can load
+    assert not Sandbox(UrlPolicy(["https://shop.example/"], [])).marks_allowed_hosts  # nothing internal can load
     local = local_policy("http://127.0.0.1:41234")
     assert not Sandbox(local, local_origin="http://127.0.0.1:41234").marks_allowed_hosts  # the local web's own
 
@@ -239,7 +240,7 @@ def test_urls_are_read_as_chromium_reads_them():
 
     async def read_in_chromium(urls):
         async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
+            browser = await launch_browser(playwright, bare().browser.executable_path)
             page = await browser.new_page()
             first = await page.evaluate(chromium_reads, [urls, base])
             again = await page.evaluate(chromium_reads, [[o[3] for o in map(ours, urls) if o], base])

@@ -19,7 +19,9 @@ def png(value: int, size=(64, 48)) -> bytes:
 
 @pytest.fixture(params=["memory", "file"])
 def store(request, tmp_path):
-    return ScreenshotStore(request.param, str(tmp_path / "shots")) if request.param == "file" else ScreenshotStore()
+    if request.param == "file":
+        return ScreenshotStore("file", str(tmp_path / "shots"))
+    return ScreenshotStore.in_memory()
 
 
 def test_identical_screenshots_are_stored_once_and_freed_by_reference(store):
@@ -58,9 +60,9 @@ def test_file_driver_writes_files_that_a_second_store_can_read(tmp_path):
 
 def test_bad_driver_settings():
     with pytest.raises(ValueError):
-        ScreenshotStore("s3")
+        ScreenshotStore("s3", "")
     with pytest.raises(ValueError):
-        ScreenshotStore("file")
+        ScreenshotStore("file", "")
 
 
 def test_hosts_sharing_a_directory_keep_their_keys_apart(tmp_path):

@@ -4,10 +4,15 @@ default lives), and no field that a key sets carries a default of its own.
 
 The mapping is found, not listed: each from_config is run on a config that notes the keys
 it reads, then on copies of bare() with one of those keys changed, and a field belongs to
-the keys whose change moves it."""
+the keys whose change moves it.
+
+Functions and classes that callers hand config values to (the pool, the prompts, the
+checkpoint store, ...) are checked by their signatures: a parameter named as a key of the
+config section it comes from has no default either."""
 
 import dataclasses
 import importlib
+import inspect
 import pkgutil
 
 import pytest
@@ -15,13 +20,31 @@ from ml_collections import config_dict
 
 import asyncwebrl
 from asyncwebrl.envs.judge import JudgeSettings
+from asyncwebrl.envs.miniwob import MiniWobEnvironment
+from asyncwebrl.envs.webgym import WebGymEnvironment, load_webgym
+from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.learner.learner import LearnerSettings
 from asyncwebrl.learner.packing import PackingShape
 from asyncwebrl.learner.train import LossSettings, OptimizerSettings
+from asyncwebrl.model.layers import Compute
+from asyncwebrl.model.qwen3_vl import Qwen3VL
+from asyncwebrl.model.web_tokenizer import oracle_steps
+from asyncwebrl.model.weights import load_pretrained
+from asyncwebrl.rollout.browser import find_chromium, launch_browser
 from asyncwebrl.rollout.episode import EpisodeSettings
-from asyncwebrl.rollout.pool import PoolSettings
+from asyncwebrl.rollout.http_tab import HttpPool
+from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
+from asyncwebrl.rollout.pool import BrowserPool, PoolSettings
+from asyncwebrl.rollout.prompts import PromptBuilder, system_prompt
+from asyncwebrl.rollout.sandbox import UrlPolicy
+from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.rollout.response import format_response
+from asyncwebrl.runtime.groups import LearnableTaskSampler, TaskSampler
 from asyncwebrl.runtime.orchestrator import RLSettings
-from asyncwebrl.sampler.engine import EngineSettings
+from asyncwebrl.runtime.training import closing_summary
+from asyncwebrl.sampler.engine import EngineSettings, Request
+from asyncwebrl.sampler.sampling import SamplingSettings
+from asyncwebrl.web.tasks import select_balanced
 from configs.default import bare
 
 # How each settings class is built from a config, and its fields that are from_config's
@@ -141,3 +164,51 @@ def test_every_settings_class_with_from_config_is_checked():
             if isinstance(value, type) and dataclasses.is_dataclass(value) and "from_config" in vars(value):
                 found.add(value)
     assert found - checked == set()
+
+
+# Callables that take config values from their callers: (callable, the config section its
+# values come from ("" = the top level), parameter -> key where the names differ).
+TAKES_CONFIG = [
+    (BrowserPool, "browser", {}),
+    (HttpPool, "browser", {"concurrency": "pages"}),
+    (launch_browser, "browser", {}),
+    (find_chromium, "browser", {"configured": "executable_path"}),
+    (PromptBuilder, "agent", {}),
+    (system_prompt, "agent", {}),
+    (OraclePolicy, "agent", {}),
+    (format_response, "agent", {}),
+    (oracle_steps, "agent", {}),
+    (CheckpointStore, "train", {"keep": "keep_checkpoints"}),
+    (closing_summary, "train", {"train_split": "split"}),
+    (Request, "sampler", {}),
+    (SamplingSettings, "rl", {}),
+    (MiniWobEnvironment, "miniwob", {}),
+    (WebGymEnvironment, "sandbox", {}),
+    (load_webgym, "tasks", {}),
+    (select_balanced, "", {}),
+    (TaskSampler, "", {}),
+    (LearnableTaskSampler, "", {}),
+    (RandomPolicy, "", {}),
+    # the model's matmul dtype is model.compute_dtype (its "" = model.dtype, resolved by the caller)
+    (Qwen3VL.__init__, "model", {"dtype": "compute_dtype", "param_dtype": "dtype"}),   # nnx hides the class signature
+    (Compute, "model", {"dtype": "compute_dtype", "param_dtype": "dtype"}),
+    (load_pretrained, "model", {}),
+    (ScreenshotStore, "screenshots", {}),
+    (UrlPolicy, "sandbox", {}),
+]
+
+
+def section_keys(section: str) -> set:
+    config = bare()[section] if section else bare()
+    return {name for name, value in config.items() if not isinstance(value, config_dict.ConfigDict)}
+
+
+@pytest.mark.parametrize("taken, section, renamed", TAKES_CONFIG,
+                         ids=[taken.__qualname__ for taken, _, _ in TAKES_CONFIG])
+def test_a_parameter_a_config_key_sets_has_no_default(taken, section, renamed):
+    parameters = inspect.signature(taken).parameters.values()
+    from_config = [p for p in parameters if renamed.get(p.name, p.name) in section_keys(section)]
+    assert from_config, f"{taken.__qualname__} takes no parameter named as a key of config.{section or '(top)'}"
+    defaulted = [p.name for p in from_config if p.default is not inspect.Parameter.empty]
+    assert not defaulted, (f"{taken.__qualname__}: parameters config.{section or '(top)'} sets carry defaults: "
+                           f"{defaulted}")

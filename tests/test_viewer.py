@@ -14,6 +14,7 @@ from asyncwebrl.rollout.browser import launch_browser
 from asyncwebrl.rollout.response import format_response
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.rundir import RunDirectory
+from configs.default import bare
 
 
 def png(colour, size=(400, 300)) -> bytes:
@@ -28,12 +29,12 @@ def tokens(count: int) -> np.ndarray:
 
 
 def saved_run(tmp_path) -> str:
-    store = ScreenshotStore()
+    store = ScreenshotStore.in_memory()
     task = Task(task_id="shop-1/find-price", task_name="Find the price of the blue laptop", website="http://x")
     steps = [
         Step(index=0, url="http://awr.local/shop", action={"name": "left_click", "coordinate": [250, 500]},
              response=format_response({"laptop_price": ""}, {"find": "not finished"}, "find", "Open the laptop.",
-                                      {"action": "left_click", "coordinate": [250, 500]}),
+                                      {"action": "left_click", "coordinate": [250, 500]}, "memory"),
              screenshot_key=store.put(png("white")), response_ids=tokens(40), versions=np.array([3, 3, 4], np.int32),
              point=[100.0, 150.0]),
         Step(index=1, url="http://awr.local/shop/laptop", action={"name": "wait", "time": 0.2},
@@ -41,7 +42,7 @@ def saved_run(tmp_path) -> str:
              response_ids=tokens(7), versions=np.array([4], np.int32)),
         Step(index=2, url="http://awr.local/shop/laptop", action={"name": "answer", "text": "$899 <b>"},
              response=format_response({"laptop_price": "$899"}, {"find": "finished"}, "find", "Answer.",
-                                      {"action": "answer", "text": "$899 <b>"}),
+                                      {"action": "answer", "text": "$899 <b>"}, "memory"),
              screenshot_key=store.put(png("lightblue")), response_ids=tokens(30),
              versions=np.array([4], np.int32)),
     ]
@@ -59,7 +60,7 @@ def test_the_viewer_shows_steps_clicks_memory_errors_and_versions_in_chromium(tm
 
     async def look():
         async with async_playwright() as playwright:
-            browser = await launch_browser(playwright)
+            browser = await launch_browser(playwright, bare().browser.executable_path)
             try:
                 page = await browser.new_page(viewport={"width": 1280, "height": 900})
                 await page.goto("file://" + index)

@@ -69,7 +69,7 @@ def test_fixed_ids_are_the_byte_tokenizers(fitted):
 
 def tool_call_pieces_are_whole(tokenizer):
     response = format_response({"colour": "Navy"}, {"find": "not finished"}, "find", "Click the kettle",
-                               {"action": "left_click", "element_id": 12})
+                               {"action": "left_click", "element_id": 12}, "memory")
     ids = tokenizer.encode(response, add_special_tokens=False)
     head, name, ending = tool_call_pieces()[0], 'left_click"', '}}\n</tool_call>'
     for piece in (head, name, ending):

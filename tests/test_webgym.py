@@ -5,6 +5,9 @@ import json
 import pytest
 
 from asyncwebrl.envs.webgym import load_webgym
+from configs.default import bare
+
+LEVELS = tuple(bare().tasks.levels)   # the config's: every level
 
 GROUPS = [{"id": "f1", "description": "price", "facts": ["costs $12.99", "in stock"]},
           {"id": "f2", "description": "seller", "facts": ["sold by Acme"]}]
@@ -25,7 +28,7 @@ def test_fact_groups_strings_and_one_string_all_become_fact_groups(tmp_path):
     path = write(tmp_path, [row(task_id="a", evaluator_reference=GROUPS, difficulty=3),
                             row(task_id="b", evaluator_reference=["fact one", "fact two"]),
                             row(task_id="c", evaluator_reference="the only fact", definite_answer=None)])
-    (a, b, c), report = load_webgym(path)
+    (a, b, c), report = load_webgym(path, levels=LEVELS)
     assert a.facts == ["costs $12.99", "in stock", "sold by Acme"] and a.evaluator_reference[1]["id"] == "f2"
     assert b.facts == ["fact one", "fact two"] and b.difficulty == 2   # no difficulty: the number of facts
     assert c.facts == ["the only fact"] and c.definite_answer == ""
@@ -34,10 +37,10 @@ def test_fact_groups_strings_and_one_string_all_become_fact_groups(tmp_path):
 
 
 def test_existing_schemes_are_kept_and_other_schemes_refused(tmp_path):
-    (task,), _ = load_webgym(write(tmp_path, [row(website="http://intranet.local/app")]))
+    (task,), _ = load_webgym(write(tmp_path, [row(website="http://intranet.local/app")]), levels=LEVELS)
     assert task.website == "http://intranet.local/app"
     with pytest.raises(ValueError, match=r"tasks.jsonl:1: website 'ftp://x' is not an http\(s\) URL"):
-        load_webgym(write(tmp_path, [row(website="ftp://x")]))
+        load_webgym(write(tmp_path, [row(website="ftp://x")]), levels=LEVELS)
 
 
 def test_levels_select_and_everything_left_out_is_counted(tmp_path):
@@ -61,7 +64,7 @@ def test_levels_select_and_everything_left_out_is_counted(tmp_path):
 ])
 def test_a_bad_row_names_its_line(tmp_path, bad, message):
     with pytest.raises(ValueError, match=message):
-        load_webgym(write(tmp_path, [row(), bad]))
+        load_webgym(write(tmp_path, [row(), bad]), levels=LEVELS)
 
 
 def test_unknown_levels_are_refused(tmp_path):
@@ -89,14 +92,14 @@ def test_unknown_levels_are_refused(tmp_path):
 ])
 def test_a_row_of_the_wrong_shape_names_its_line(tmp_path, bad, message):
     with pytest.raises(ValueError, match=message):
-        load_webgym(write(tmp_path, [row(), bad]))
+        load_webgym(write(tmp_path, [row(), bad]), levels=LEVELS)
 
 
 def test_bad_utf8_names_its_line(tmp_path):
     path = tmp_path / "tasks.jsonl"
     path.write_bytes(json.dumps(row()).encode() + b"\n" + json.dumps(row(task_id="x")).encode()[:-2] + b"\xff\xfe\"}\n")
     with pytest.raises(ValueError, match=r"tasks.jsonl:2: not UTF-8"):
-        load_webgym(str(path))
+        load_webgym(str(path), levels=LEVELS)
 
 
 @pytest.mark.parametrize("content", ["", "\n  \n"])
@@ -104,9 +107,9 @@ def test_an_empty_task_file_names_the_file(tmp_path, content):
     path = tmp_path / "empty.jsonl"
     path.write_text(content)
     with pytest.raises(ValueError, match=r"empty.jsonl: no task rows"):
-        load_webgym(str(path))
+        load_webgym(str(path), levels=LEVELS)
 
 
 def test_integer_task_ids_are_still_read(tmp_path):
-    (task,), _ = load_webgym(write(tmp_path, [row(task_id=17)]))
+    (task,), _ = load_webgym(write(tmp_path, [row(task_id=17)]), levels=LEVELS)
     assert task.task_id == "17"

@@ -168,7 +168,7 @@ class MiniWobEnvironment:
     by_family = True            # one row per page
     scripted_policy = MiniWobScriptedPolicy
 
-    def __init__(self, web: LocalWeb, episode_seconds: float = 600.0):
+    def __init__(self, web: LocalWeb, *, episode_seconds: float):
         self.web = web
         self.episode_seconds = episode_seconds
         web.mount(MOUNT, html_dir())

@@ -70,7 +70,8 @@ class MiniWobScriptedAgent:
         else:
             arguments = {"action": "type", **self._target(element, observation), "text": self.plan.pop(0)[2]}
             sentence = "Type into the field."
-        return Reply(format_response({}, {}, "solve", sentence, arguments))
+        # the full format, whose Action sentence step summaries and the viewer show
+        return Reply(format_response({}, {}, "solve", sentence, arguments, "memory"))
 
 
 def _find(move: tuple, observation: Observation) -> Element | None:

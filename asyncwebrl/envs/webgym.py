@@ -126,8 +126,8 @@ def task_from_row(row: dict) -> Task:
                 evaluator_reference=groups, definite_answer=str(row.get("definite_answer") or ""))
 
 
-def load_webgym(path: str, *, levels=LEVELS) -> tuple[list[Task], LoadReport]:
-    """The tasks of a WebGym JSONL file at the given difficulty levels, and what was read."""
+def load_webgym(path: str, *, levels: tuple[str, ...]) -> tuple[list[Task], LoadReport]:
+    """The tasks of a WebGym JSONL file at the given difficulty levels (tasks.levels), and what was read."""
     unknown = set(levels) - set(LEVELS)
     if unknown:
         raise ValueError(f"unknown difficulty levels {sorted(unknown)}; the levels are {LEVELS}")
@@ -173,7 +173,7 @@ class WebGymEnvironment:
     by_family = False
     scripted_policy = None
 
-    def __init__(self, judge, store: ScreenshotStore, allow_hosts: list[str] = ()):
+    def __init__(self, judge, store: ScreenshotStore, *, allow_hosts: list[str]):
         self.judge_client = judge
         self.store = store
         self.allow_hosts = list(allow_hosts)

@@ -47,7 +47,8 @@ def describe(error: Exception) -> str:
 
 
 class CheckpointStore:
-    def __init__(self, directory, keep: int = 3):
+    def __init__(self, directory, *, keep: int):
+        """keep: the newest checkpoints kept (train.keep_checkpoints); older ones are deleted as new ones are saved."""
         self.directory = pathlib.Path(directory).absolute()
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True)
         self.manager = ocp.CheckpointManager(self.directory, options=options, item_names=("state", "runtime"))

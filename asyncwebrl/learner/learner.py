@@ -24,8 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from asyncwebrl.learner.choices import WARM_START_KIND
-from asyncwebrl.learner.losses import loss_kind
+from asyncwebrl.learner.choices import WARM_START_KIND, loss_kind
 from asyncwebrl.learner.packing import Microbatch, PackingShape, StepRow, pack
 from asyncwebrl.learner.train import (LossSettings, OptimizerSettings, TrainState, build_steps, learning_rate_schedule,
                                       make_optimizer, zeros_like_params)

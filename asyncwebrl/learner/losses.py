@@ -3,11 +3,11 @@
 Advantages are computed per episode on the host (small arrays, numpy); the policy loss
 runs inside the jitted train step (jax.numpy) and returns (loss, metrics).
 
-LOSSES is the registry of loss kinds, one LossKind each: the learner (train.py,
-learner.py) and the step rows (runtime/rows.py) ask it for everything kind-specific, and
-the run logs every metric its token loss returns. Adding a kind is its function(s) here,
-one line in LOSSES, and its name in choices.py (kept JAX-free for the config check; a
-test holds the two equal).
+GRPO, RAFT and SFT are the loss kinds, one LossKind each, registered by name in
+choices.LOSSES (JAX-free, for the config check): the learner (train.py, learner.py) and the
+step rows (runtime/rows.py) ask the kind for everything kind-specific, and the run logs
+every metric its token loss returns. Adding a kind is its function(s) and LossKind here
+and one line in choices.LOSSES.
 """
 
 from __future__ import annotations
@@ -153,14 +153,6 @@ class LossKind:
         return self.advantages is not None
 
 
-LOSSES: dict[str, LossKind] = {
-    "grpo": LossKind(clipped_policy_loss, "loss", advantages=grpo_episode_advantages, uses_prox=True),
-    "raft": LossKind(clipped_policy_loss, "loss", advantages=raft_episode_advantages, uses_prox=True),
-    "sft": LossKind(cross_entropy, "nll"),
-}
-
-
-def loss_kind(name: str) -> LossKind:
-    if name not in LOSSES:
-        raise ValueError(f"loss kind must be one of {tuple(LOSSES)}, got {name!r}")
-    return LOSSES[name]
+GRPO = LossKind(clipped_policy_loss, "loss", advantages=grpo_episode_advantages, uses_prox=True)
+RAFT = LossKind(clipped_policy_loss, "loss", advantages=raft_episode_advantages, uses_prox=True)
+SFT = LossKind(cross_entropy, "nll")   # the warm start's (choices.WARM_START)

@@ -6,7 +6,7 @@ parameters the loss is taken at, or when the loss is coupled or its kind reads n
 then for each minibatch: sum the gradients of its microbatches, divide by the minibatch's
 response-token count (exact accumulation: the result equals one big batch's token mean),
 clip, AdamW. The loop that strings them together is in learner.py; the loss itself is the
-kind's (losses.LOSSES).
+kind's (choices.LOSSES names it).
 
 All three functions are jitted once with the learner mesh's parameter shardings; the
 train state is donated, so parameters and optimiser moments are updated in place.
@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx, struct
 
-from asyncwebrl.learner.losses import loss_kind
+from asyncwebrl.learner.choices import loss_kind
 from asyncwebrl.learner.packing import Microbatch
 
 
@@ -62,7 +62,7 @@ class OptimizerSettings:
 class LossSettings:
     """The loss kind and its clips. The fields without a default are config keys
     (configs/default.py holds their defaults: from_config); logit_chunk no config sets."""
-    kind: str                         # a key of losses.LOSSES: "grpo", "raft", or "sft" (the warm start)
+    kind: str                         # a key of choices.LOSSES ("grpo", "raft"), or "sft" (the warm start)
     decoupled: bool
     eps: float
     eps_high: float

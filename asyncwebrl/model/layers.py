@@ -23,9 +23,10 @@ MASKED = -1e30   # finite, so a fully masked (padding) row gives a uniform softm
 
 @dataclasses.dataclass(frozen=True)
 class Compute:
-    dtype: jnp.dtype = jnp.float32        # compute
-    param_dtype: jnp.dtype = jnp.float32  # storage
-    attention: str = "xla"                # "xla" (reference) or "pallas" (GPU kernel: asyncwebrl/model/flash.py)
+    """How a model computes: config.model's compute_dtype, dtype and attention (Qwen3VL passes them)."""
+    dtype: jnp.dtype        # compute
+    param_dtype: jnp.dtype  # storage
+    attention: str          # "xla" (reference) or "pallas" (GPU kernel: asyncwebrl/model/flash.py)
 
 
 class Einsum(nnx.Module):

@@ -32,8 +32,7 @@ REMAT_POLICIES = {
 
 
 class Qwen3VL(nnx.Module):
-    def __init__(self, config: ModelConfig, *, dtype=jnp.float32, param_dtype=jnp.float32, remat: str = "none",
-                 attention: str = "xla", rngs: nnx.Rngs):
+    def __init__(self, config: ModelConfig, *, dtype, param_dtype, remat: str, attention: str, rngs: nnx.Rngs):
         if remat not in REMAT_POLICIES:
             raise ValueError(f"remat must be one of {sorted(REMAT_POLICIES)}, got {remat!r}")
         if attention not in ATTENTION_IMPLEMENTATIONS:

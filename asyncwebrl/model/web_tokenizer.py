@@ -216,23 +216,26 @@ class _Recording:
         return Agent()
 
 
-def oracle_steps(tasks: Sequence, response_format: str = "action", *, web=None) -> list[OracleStep]:
+def oracle_steps(tasks: Sequence, response_format: str, *, web=None) -> list[OracleStep]:
     """Every step of one browser-free, text-mode, set-of-marks oracle episode per task, in
     task order. Runs its own event loop (call it from synchronous code)."""
     from asyncwebrl.envs.local import LocalEnvironment
     from asyncwebrl.rollout.episode import EpisodeSettings
     from asyncwebrl.rollout.policies import OraclePolicy
+    from asyncwebrl.rollout.pool import PoolSettings
     from asyncwebrl.runtime.evaluate import run_tasks
     from asyncwebrl.web.server import LocalWeb
 
     web = web if web is not None else LocalWeb()
     policy = _Recording(OraclePolicy(web.session, response_format))
     # the corpus's own episodes, apart from any config: the training tasks' step limits, the
-    # viewport and deadlines the tokenizer was fitted under
+    # viewport and deadlines the tokenizer was fitted under, on the browser-free local web
+    # (its pages are the same whatever the concurrency; the Chromium fields go unused)
     settings = EpisodeSettings(interaction="set_of_marks", phase="train", viewport=(1280, 720), timeout_s=15.0,
                                step_deadline_s=30.0, step_limits=None, observation="text", fit_plans=True)
-    asyncio.run(run_tasks(list(tasks), policy, LocalEnvironment(web, browser_free=True), settings,
-                          driver="http", progress=None))
+    pool = PoolSettings(concurrency=4, pages_per_browser=4, recycle_after=200, executable_path="", driver="http")
+    asyncio.run(run_tasks(list(tasks), policy, LocalEnvironment(web, browser_free=True), settings, pool=pool,
+                          progress=None))
     return [step for task in tasks for step in policy.records[task.task_id]]
 
 
@@ -241,7 +244,8 @@ def text_prompt_builder():
     tool call alone, the page never cut)."""
     from asyncwebrl.rollout.prompts import PromptBuilder
 
-    return PromptBuilder("set_of_marks", observation="text", system_message=False, response_format="action")
+    return PromptBuilder("set_of_marks", memory="additive", system_message=False, response_format="action",
+                         observation="text", text_budget=0, prompt_limit=0)
 
 
 def web_corpus(train_sites_per_variant: int, *, pages_per_site: int = DEFAULT_PAGES_PER_SITE,

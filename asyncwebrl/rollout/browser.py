@@ -40,8 +40,9 @@ _SYSTEM_CANDIDATES = (
 )
 
 
-def find_chromium(configured: str = "") -> str:
-    """The Chromium executable to launch; raises with install advice if none exists."""
+def find_chromium(configured: str) -> str:
+    """The Chromium executable to launch: `configured` (browser.executable_path) or, if that
+    is "", one found; raises with install advice if none exists."""
     for candidate in (configured, os.environ.get("ASYNCWEBRL_CHROMIUM", "")):
         if candidate:
             if not os.path.isfile(candidate):
@@ -65,7 +66,7 @@ def launch_args() -> list[str]:
     return args
 
 
-async def launch_browser(playwright, executable_path: str = ""):
+async def launch_browser(playwright, executable_path: str):
     return await playwright.chromium.launch(
         executable_path=find_chromium(executable_path), headless=True, args=launch_args()
     )

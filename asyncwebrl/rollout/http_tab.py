@@ -7,7 +7,7 @@ judge and per-episode server state as in Chromium, over web/http_page.py. It sho
 observations only (no layout, so no screenshots and no coordinates; settings that need
 them are refused when the pool is made).
 
-    async with HttpPool(LocalEnvironment(web, browser_free=True), store=store, settings=settings) as pool:
+    async with HttpPool(LocalEnvironment(web, browser_free=True), store=store, settings=settings, concurrency=8) as pool:
         trajectory = await pool.run(task, policy)
 """
 
@@ -83,7 +83,7 @@ class HttpPool:
     """Runs episodes on HttpTabs, `concurrency` at a time (a bound for the policy's sake:
     the pages themselves cost a millisecond or two of this thread)."""
 
-    def __init__(self, environment, *, store: ScreenshotStore, settings: EpisodeSettings, concurrency: int = 64):
+    def __init__(self, environment, *, store: ScreenshotStore, settings: EpisodeSettings, concurrency: int):
         check_http_settings(settings)
         self.environment, self.store, self.settings = environment, store, settings
         self.capacity = concurrency

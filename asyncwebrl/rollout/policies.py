@@ -60,7 +60,7 @@ class OraclePolicy:
     `session_of(episode_id, site_id)` gives the oracle the episode's server state, which
     it reads only to quote a confirmation code that is on screen anyway."""
 
-    def __init__(self, session_of: Callable[[str, str], dict[str, Any]], response_format: str = "memory"):
+    def __init__(self, session_of: Callable[[str, str], dict[str, Any]], response_format: str):
         self.session_of = session_of
         self.response_format = check_response_format(response_format)
 
@@ -72,8 +72,7 @@ class OraclePolicy:
 
 
 class OracleAgent:
-    def __init__(self, plan: list[dict], interaction: str, session: Callable[[], dict],
-                 response_format: str = "memory"):
+    def __init__(self, plan: list[dict], interaction: str, session: Callable[[], dict], response_format: str):
         self.plan = plan
         self.response_format = response_format
         self.interaction = interaction
@@ -136,7 +135,7 @@ _WORDS = ["laptop", "price", "search", "room", "email", "2026", "done", "yes", "
 class RandomPolicy:
     """Uniformly random actions; answers a few random words now and then."""
 
-    def __init__(self, seed: int = 0, answer_probability: float = 0.05):
+    def __init__(self, seed: int, answer_probability: float = 0.05):
         self.seed = seed
         self.answer_probability = answer_probability
 
@@ -173,4 +172,5 @@ class RandomAgent:
                 arguments["direction"] = rng.choice(["up", "down"])
             elif name == "wait":
                 arguments["time"] = 0.1
-        return Reply(format_response({}, {}, "explore", f"Random {arguments['action']}.", arguments))
+        # the full format, whose Action sentence step summaries and the viewer show
+        return Reply(format_response({}, {}, "explore", f"Random {arguments['action']}.", arguments, "memory"))

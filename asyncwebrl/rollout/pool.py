@@ -7,7 +7,7 @@ browser is retired (no new episodes; closed once its running ones end) after
 `relaunch_every_episode` mode, the synchronous pipeline's habit kept for comparison. A
 browser that died is replaced at once.
 
-    async with BrowserPool(environment, store=store, settings=settings) as pool:
+    async with make_pool(environment, store=store, settings=settings, pool=PoolSettings.from_config(config)) as pool:
         trajectory = await pool.run(task, policy)
 """
 
@@ -77,9 +77,8 @@ class _Worker:
 
 
 class BrowserPool:
-    def __init__(self, environment, *, store: ScreenshotStore, settings: EpisodeSettings, workers: int = 1,
-                 pages_per_browser: int = 4, recycle_after: int = 200, relaunch_every_episode: bool = False,
-                 executable_path: str = ""):
+    def __init__(self, environment, *, store: ScreenshotStore, settings: EpisodeSettings, workers: int,
+                 pages_per_browser: int, recycle_after: int, executable_path: str, relaunch_every_episode: bool = False):
         if workers < 1 or pages_per_browser < 1:
             raise ValueError("a pool needs at least one worker and one page per browser")
         self.environment = environment
@@ -219,7 +218,7 @@ DRIVERS = ("chromium", "http")
 
 @dataclasses.dataclass(frozen=True)
 class PoolSettings:
-    """make_pool's size and driver (also run_tasks' keywords), as config.browser sets them."""
+    """make_pool's size and driver (and so run_tasks'), as config.browser sets them."""
     concurrency: int                   # pages (episodes) at once
     pages_per_browser: int
     recycle_after: int
@@ -233,17 +232,15 @@ class PoolSettings:
                    executable_path=b.executable_path, driver=b.driver)
 
 
-def make_pool(environment, *, store: ScreenshotStore, settings: EpisodeSettings, driver: str = "chromium",
-              concurrency: int = 4, pages_per_browser: int = 4, recycle_after: int = 200,
-              relaunch_every_episode: bool = False, executable_path: str = ""):
-    """The pool that runs `concurrency` episodes at once on browser.driver: Chromium
+def make_pool(environment, *, store: ScreenshotStore, settings: EpisodeSettings, pool: PoolSettings):
+    """The pool that runs `pool.concurrency` episodes at once on `pool.driver`: Chromium
     (pages_per_browser pages per browser) or the browser-free local web."""
-    if driver == "http":
+    if pool.driver == "http":
         from asyncwebrl.rollout.http_tab import HttpPool  # (it builds on this module)
 
-        return HttpPool(environment, store=store, settings=settings, concurrency=concurrency)
-    if driver != "chromium":
-        raise ValueError(f"browser.driver must be one of {DRIVERS}, got {driver!r}")
-    return BrowserPool(environment, store=store, settings=settings, workers=-(-concurrency // pages_per_browser),
-                       pages_per_browser=min(concurrency, pages_per_browser), recycle_after=recycle_after,
-                       relaunch_every_episode=relaunch_every_episode, executable_path=executable_path)
+        return HttpPool(environment, store=store, settings=settings, concurrency=pool.concurrency)
+    if pool.driver != "chromium":
+        raise ValueError(f"browser.driver must be one of {DRIVERS}, got {pool.driver!r}")
+    return BrowserPool(environment, store=store, settings=settings, workers=-(-pool.concurrency // pool.pages_per_browser),
+                       pages_per_browser=min(pool.concurrency, pool.pages_per_browser),
+                       recycle_after=pool.recycle_after, executable_path=pool.executable_path)

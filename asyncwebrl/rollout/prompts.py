@@ -48,8 +48,7 @@ _MEMORY_RULE = {
 }
 
 
-def system_prompt(interaction: str, memory: str, response_format: str = "memory",
-                  observation: str = "screenshot") -> str:
+def system_prompt(interaction: str, memory: str, response_format: str, observation: str) -> str:
     target = _TARGET["text" if observation != "screenshot" else interaction]
     tool_call = f'<tool_call>\n{{"name": "{TOOL_NAME}", "arguments": {{...}}}}\n</tool_call>'
     if check_response_format(response_format) == "action":
@@ -95,10 +94,14 @@ def step_summary(step: Step) -> str:
 
 
 class PromptBuilder:
-    def __init__(self, interaction: str, *, history: int = 1, memory: str = "additive", system_message: bool = True,
-                 response_format: str = "memory", observation: str = "screenshot", text_budget: int = 0,
-                 count_tokens: Callable[[str], int] | None = None, prompt_limit: int = 0):
-        """system_message=False leaves the constant instructions out: a model trained from
+    def __init__(self, interaction: str, *, memory: str, system_message: bool, response_format: str, observation: str,
+                 text_budget: int, prompt_limit: int, count_tokens: Callable[[str], int] | None = None,
+                 history: int = 1):
+        """All but count_tokens and history come from the config (runtime/settings.py:
+        prompt_builder). history: the last steps shown in full (screenshot and response);
+        older ones are summarised.
+
+        system_message=False leaves the constant instructions out: a model trained from
         scratch (the embedded default) cannot read them, and they would be ~1.1k tokens of
         every prompt to prefill and train on.
 

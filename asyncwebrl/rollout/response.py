@@ -77,7 +77,7 @@ def check_response_format(response_format: str) -> str:
 
 
 def format_response(memory: dict, progress: dict, intention: str, action_text: str, arguments: dict,
-                    response_format: str = "memory") -> str:
+                    response_format: str) -> str:
     call = json.dumps({"name": TOOL_NAME, "arguments": arguments}, ensure_ascii=False)
     tool_call = f"<tool_call>\n{call}\n</tool_call>"
     if check_response_format(response_format) == "action":

@@ -147,9 +147,10 @@ def _site_host(site: str) -> str:
 class UrlPolicy:
     """Decides per URL; one per episode (its site) or shared (local mode)."""
 
-    def __init__(self, sites: list[str], allow_hosts: list[str] = (), *, strict: bool = False):
+    def __init__(self, sites: list[str], allow_hosts: list[str], *, strict: bool = False):
         """`sites`: start URLs or hosts whose host (and subdomains) the agent may visit.
-        `allow_hosts`: HOST or HOST:PORT entries allowed even when internal.
+        `allow_hosts`: HOST or HOST:PORT entries allowed even when internal (config.sandbox's,
+        split at commas; local mode's own server).
         `strict`: every request, not only navigations, must stay on the sites or the
         allowed hosts (local mode: nothing but the local server)."""
         self.strict = strict

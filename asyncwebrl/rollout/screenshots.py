@@ -6,7 +6,7 @@ episodes of a group) are stored once. Every holder of a key counts as a referenc
 `free` drops references and deletes an entry when none is left: the learner frees a
 trajectory's keys once it has consumed or rejected it, evaluation once it has judged.
 
-Drivers: "memory" (the default; one process) or "file" (a directory; for spilling to
+Drivers (config.screenshots.driver): "memory" (one process) or "file" (a directory; for spilling to
 disk, or shared between hosts, e.g. on NFS or a gcsfuse-mounted bucket). Reference counts
 live in the process that put the keys, so hosts sharing a directory keep their keys apart
 with a `namespace` prefix ("host3/"): one host's free never deletes another's screenshot.
@@ -41,7 +41,8 @@ def content_key(png: bytes) -> str:
 
 
 class ScreenshotStore:
-    def __init__(self, driver: str = "memory", path: str = "", namespace: str = ""):
+    def __init__(self, driver: str, path: str, namespace: str = ""):
+        """config.screenshots' driver and path (runtime/settings.screenshot_store passes them)."""
         if driver == "memory":
             spec = {"driver": "memory"}
         elif driver == "file":
@@ -57,6 +58,12 @@ class ScreenshotStore:
         self._sizes: dict[str, int] = {}
         self._lock = threading.Lock()
         self.stats = StoreStats()
+
+    @classmethod
+    def in_memory(cls) -> ScreenshotStore:
+        """A store of this process's own, whatever config.screenshots says: for a caller whose
+        screenshots no one else reads (a text-only run, a test)."""
+        return cls("memory", "")
 
     def _reference(self, png: bytes) -> tuple[str, bool]:
         """Count one more reference to this content; True if it must be written."""

@@ -49,7 +49,7 @@ def restore_trained(config, model: nnx.Module) -> nnx.Module:
     from asyncwebrl.learner.checkpoints import CheckpointStore
 
     learner = make_learner(config, model, "rl")   # the checkpoint holds a learner's whole state
-    with CheckpointStore(config.model.checkpoint) as store:
+    with CheckpointStore(config.model.checkpoint, keep=config.train.keep_checkpoints) as store:   # (only read)
         restored = store.restore(learner.state)
     if restored is None:
         raise FileNotFoundError(f"no checkpoint under {config.model.checkpoint}")

@@ -32,11 +32,12 @@ from asyncwebrl.records import Step, Task, Trajectory
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.observation import Observation
 from asyncwebrl.rollout.policies import OraclePolicy, Reply
+from asyncwebrl.rollout.pool import PoolSettings
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.evaluate import run_tasks
 from asyncwebrl.runtime.model_policy import encode_step
-from asyncwebrl.runtime.settings import pool_arguments, prompt_builder
+from asyncwebrl.runtime.settings import prompt_builder
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.site import TRAIN_VARIANTS, site_id_of
 from asyncwebrl.web.sites import KINDS, make_site
@@ -53,8 +54,9 @@ def demonstrate(config, web: LocalWeb, processor: Processor, store: ScreenshotSt
     teacher = TeacherPolicy(OraclePolicy(web.session, config.agent.response_format), processor, store,
                             prompt_builder(config, processor))
     environment = LocalEnvironment(web, browser_free=config.browser.driver == "http")
-    return asyncio.run(run_tasks(tasks, teacher, environment, EpisodeSettings.from_config(config, phase), store=store,
-                                 free_screenshots=False, label=label, progress=progress, **pool_arguments(config)))
+    return asyncio.run(run_tasks(tasks, teacher, environment, EpisodeSettings.from_config(config, phase),
+                                 pool=PoolSettings.from_config(config), store=store, free_screenshots=False,
+                                 label=label, progress=progress))
 
 
 class TeacherPolicy:
@@ -163,7 +165,7 @@ def write_demonstration_rows(config, processor: Processor, path: str, site_ids: 
         raise ValueError("demonstrations at scale run on the browser-free driver: set --config.browser.driver=http "
                          "and --config.agent.observation=text")
     started = time.perf_counter()
-    web, store, rows = LocalWeb(), ScreenshotStore(), RowsFile()   # (text only: the store stays empty)
+    web, store, rows = LocalWeb(), ScreenshotStore.in_memory(), RowsFile()   # (text only: the store stays empty)
     ids = list(site_ids)
     rng = random.Random(f"demonstrations:{ids[0] if ids else ''}")
     episodes = solved = 0

@@ -21,31 +21,29 @@ import time
 from asyncwebrl.records import LEVELS, SCORED_OUTCOMES, Task, Trajectory
 from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import Policy, PolicyFailure
-from asyncwebrl.rollout.pool import make_pool
+from asyncwebrl.rollout.pool import PoolSettings, make_pool
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 
 
 async def run_tasks(tasks: list[Task], policy: Policy, environment, settings: EpisodeSettings, *,
-                    concurrency: int = 4, pages_per_browser: int = 4, recycle_after: int = 200,
-                    executable_path: str = "", driver: str = "chromium", store: ScreenshotStore | None = None,
-                    free_screenshots: bool = True,
+                    pool: PoolSettings, store: ScreenshotStore | None = None, free_screenshots: bool = True,
                     progress=sys.stderr, label: str = "eval") -> tuple[list[Trajectory], float]:
-    """One episode per task on the browser pool (or the browser-free one), in `environment` (LocalEnvironment(web),
-    or WebGymEnvironment); returns the trajectories (in task order) and wall seconds. Screenshots are freed as soon as an episode is judged, unless
-    free_screenshots is False (the caller then frees them). Pass `store` when the policy
+    """One episode per task on `pool`'s pages (Chromium or the browser-free local web), in
+    `environment` (LocalEnvironment(web), or WebGymEnvironment); returns the trajectories
+    (in task order) and wall seconds. Screenshots are freed as soon as an episode is
+    judged, unless free_screenshots is False (the caller then frees them). Pass `store` when the policy
     reads screenshots too (the model policy does)."""
     started = time.perf_counter()
     done = 0
     interactive = bool(progress) and progress.isatty()  # a live line on a terminal, every 10% in logs
-    store = store if store is not None else ScreenshotStore()
+    store = store if store is not None else ScreenshotStore.in_memory()
     results: list[Trajectory | None] = [None] * len(tasks)
-    pool = make_pool(environment, store=store, settings=settings, driver=driver, concurrency=concurrency,
-                     pages_per_browser=pages_per_browser, recycle_after=recycle_after, executable_path=executable_path)
+    episodes = make_pool(environment, store=store, settings=settings, pool=pool)
 
     async def run_one(index: int, task: Task) -> None:
         nonlocal done
         try:
-            trajectory = await pool.run(task, policy)
+            trajectory = await episodes.run(task, policy)
         except PolicyFailure:   # the policy itself is broken (its sampler failed): every episode would be
             raise               # lost the same way, so the evaluation stops with the error
         except Exception as error:   # one bad item (a blocked start page, a policy bug) ends its episode only
@@ -59,11 +57,11 @@ async def run_tasks(tasks: list[Task], policy: Policy, environment, settings: Ep
             line = f"[{label}] {done}/{len(tasks)} episodes, {succeeded} successes, {time.perf_counter() - started:.0f}s"
             print("\r" + line if interactive else line, end="" if interactive else "\n", file=progress, flush=True)
 
-    async with pool:
+    async with episodes:
         await asyncio.gather(*(run_one(i, task) for i, task in enumerate(tasks)))
     if interactive:
         print(file=progress)
-    logging.info("pool: %s; sandbox blocks: %s", pool.stats, dict(environment.policy.blocked))
+    logging.info("pool: %s; sandbox blocks: %s", episodes.stats, dict(environment.policy.blocked))
     if free_screenshots and store.stats.entries:
         logging.warning("screenshot store still holds %d entries after evaluation", store.stats.entries)
     return [t for t in results if t is not None], time.perf_counter() - started

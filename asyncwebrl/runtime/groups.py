@@ -42,7 +42,7 @@ class TaskSampler:
     uniform over difficulties works best). Draw i depends only on (seed, i), so a resumed
     run continues the same sequence from its saved position."""
 
-    def __init__(self, tasks: list[Task], seed: int = 0, position: int = 0):
+    def __init__(self, tasks: list[Task], seed: int, position: int = 0):
         if not tasks:
             raise ValueError("the task sampler needs at least one task")
         by_level = collections.defaultdict(list)
@@ -82,7 +82,7 @@ class LearnableTaskSampler(TaskSampler):
     the shipped warm start at GPU scale"); this spends the episodes where there is signal.
     The outcomes are part of the checkpoint, so a resumed run draws the same sequence."""
 
-    def __init__(self, tasks: list[Task], seed: int = 0, position: int = 0, *, group_size: int,
+    def __init__(self, tasks: list[Task], seed: int, position: int = 0, *, group_size: int,
                  outcomes: dict[str, list[int]] | None = None):
         super().__init__(tasks, seed, position)
         self.group_size = group_size

@@ -242,8 +242,7 @@ class Orchestrator:
 
     def _default_pool(self):
         """The pool of browser.driver (Chromium or the browser-free local web)."""
-        return make_pool(self.environment, store=self.store, settings=self.episode,
-                         **dataclasses.asdict(self.pool_settings))
+        return make_pool(self.environment, store=self.store, settings=self.episode, pool=self.pool_settings)
 
     async def _collect(self) -> None:
         self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asyncwebrl.learner.losses import loss_kind
+from asyncwebrl.learner.choices import loss_kind
 from asyncwebrl.learner.packing import StepRow
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.records import Trajectory

@@ -1,12 +1,10 @@
-"""Config -> the settings of the browser side (episodes, pool, prompts, environment). No
-JAX here: evaluating the oracle or the random policy must not load it."""
+"""Config -> the browser side's screenshot store, prompts and environment (episodes and the
+pool have their settings' from_config). No JAX here: evaluating the oracle or the random
+policy must not load it."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from asyncwebrl.envs import Environment, environment_class
-from asyncwebrl.rollout.pool import PoolSettings
 from asyncwebrl.rollout.prompts import PromptBuilder
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.web.server import LocalWeb
@@ -19,11 +17,6 @@ def screenshot_store(config, purpose: str, host: int = 0) -> ScreenshotStore:
     frees another's screenshots."""
     namespace = f"host{host}/{purpose}/" if config.screenshots.driver == "file" else ""
     return ScreenshotStore(config.screenshots.driver, config.screenshots.path, namespace=namespace)
-
-
-def pool_arguments(config) -> dict:
-    """run_tasks' browser-pool keywords: PoolSettings.from_config's fields."""
-    return dataclasses.asdict(PoolSettings.from_config(config))
 
 
 def prompt_builder(config, processor) -> PromptBuilder:

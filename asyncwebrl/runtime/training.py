@@ -49,7 +49,7 @@ from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, make_task_sample
 from asyncwebrl.runtime.orchestrator import Orchestrator, RLSettings
 from asyncwebrl.runtime.rows import step_rows
 from asyncwebrl.runtime.rundir import FollowerDirectory, Progress, RunDirectory, read_metrics
-from asyncwebrl.runtime.settings import make_environment, pool_arguments, screenshot_store
+from asyncwebrl.runtime.settings import make_environment, screenshot_store
 from asyncwebrl.web.server import LocalWeb
 
 
@@ -175,8 +175,8 @@ def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], l
         policy = make_model_policy(config, engine, processor, store)
         trajectories, seconds = asyncio.run(run_tasks(distributed.share(tasks), policy,
                                                       make_environment(config, web, store),
-                                                      EpisodeSettings.from_config(config, "test"), store=store,
-                                                      **pool_arguments(config)))
+                                                      EpisodeSettings.from_config(config, "test"),
+                                                      pool=PoolSettings.from_config(config), store=store))
     reports = distributed.gather([(trajectories, seconds)])   # each process ran its share
     summary = summarize([t for part, _ in reports for t in part], max(s for _, s in reports))
     if distributed.is_leader():
@@ -184,7 +184,7 @@ def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], l
     return summary
 
 
-def closing_summary(run: RunDirectory, before: dict | None, after: dict | None, train_split: str = "train") -> dict:
+def closing_summary(run: RunDirectory, before: dict | None, after: dict | None, *, train_split: str) -> dict:
     """train_split "eval": RL trained on the evaluated tasks, so they are not held out."""
     records = [r for r in run.records() if r.get("phase") == "rl"]
     last = records[-1] if records else {}

@@ -2,12 +2,13 @@
 first): a bad value is one ValueError naming its key, not a ZeroDivisionError deep in the
 pool, a run that evaluates every task, or a loss kind or a task source refused after the
 model is built and the first group collected. No JAX here (evaluating the oracle must
-not load it), and no environment: envs.SOURCES names them without their playwright (~1 s)."""
+not load it), and no environment or loss kind: envs.SOURCES and learner/choices.LOSSES
+name them without their playwright (~1 s) or JAX."""
 
 from __future__ import annotations
 
 from asyncwebrl.envs import SOURCES
-from asyncwebrl.learner.choices import LOSS_KINDS, NORMALIZERS
+from asyncwebrl.learner.choices import LOSSES, NORMALIZERS
 from asyncwebrl.runtime.groups import TASK_SAMPLING
 
 # key -> the least value it takes: a count that must be at least 1, or a bound that may be 0
@@ -24,7 +25,7 @@ MINIMUMS = {
     "rl.max_running_groups": 1,
 }
 CHOICES = {
-    "loss.kind": LOSS_KINDS,
+    "loss.kind": LOSSES.keys(),       # a view, as SOURCES'; the warm start's "sft" is not one
     "loss.normalizer": NORMALIZERS,
     "rl.task_sampling": TASK_SAMPLING,
     "tasks.source": SOURCES.keys(),   # a view: a source registered later is a choice too

@@ -1,8 +1,8 @@
 """Continuous-batching generation: a fixed set of decode slots over one KV cache.
 
-    engine = Engine(model, EngineSettings.from_config(config, temperature=1.0, stop_token_ids=(eos,)))
+    engine = Engine(model, EngineSettings.from_config(config, temperature=config.rl.temperature, stop_token_ids=(eos,)))
     with engine:                                   # the engine runs on its own thread
-        future = engine.submit(Request(input_ids, images, max_new_tokens=256))
+        future = engine.submit(Request(input_ids, max_new_tokens=config.sampler.max_new_tokens, images=images))
         response = future.result()                 # or: await asyncio.wrap_future(future)
         engine.publish(new_params, version=3)      # from the learner thread, any time
 
@@ -86,8 +86,8 @@ class Image:
 @dataclasses.dataclass
 class Request:
     input_ids: np.ndarray        # [p] with image placeholders expanded
+    max_new_tokens: int          # sampler.max_new_tokens (the model policy's)
     images: list = dataclasses.field(default_factory=list)
-    max_new_tokens: int = 256
 
 
 @dataclasses.dataclass

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 @dataclasses.dataclass(frozen=True)
 class SamplingSettings:
-    temperature: float = 1.0
+    temperature: float           # eval.temperature or rl.temperature (EngineSettings.from_config)
     top_p: float = 1.0
     top_k: int = 0
 

@@ -77,7 +77,7 @@ def generate_tasks(split: str, sites_per_variant: int) -> list[Task]:
     return [task for site_id in site_ids(split, sites_per_variant) for task in tasks_of_site(make_site(site_id))]
 
 
-def select_balanced(tasks: list[Task], count: int, seed: int = 0) -> list[Task]:
+def select_balanced(tasks: list[Task], count: int, seed: int) -> list[Task]:
     """`count` tasks spread evenly over difficulty levels, and within a level over
     templates (uniform sampling over difficulties works best, docs/algorithm.md#task-sampling).
 
