@@ -6,8 +6,9 @@ from asyncwebrl.model.tokenizer import EMBEDDED_MAX_PIXELS, EMBEDDED_MIN_PIXELS,
 
 
 def is_embedded(config) -> bool:
-    """The tiny preset uses the byte tokenizer and the embedded (small-image) processor."""
-    return config.text.vocab_size < 1000
+    """The embedded presets (and the warm start, with its fitted tokenizer) use the byte
+    tokenizer's special ids and the embedded (small-image) processor."""
+    return config.image_token_id < 1000
 
 
 def screenshot_processor(config):

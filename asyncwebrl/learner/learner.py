@@ -136,6 +136,20 @@ class Learner:
             seconds=time.perf_counter() - started, pack_seconds=packed - started, prox_seconds=proximal - packed)
         return measurements
 
+    def response_logprobs(self, rows: list[StepRow]) -> tuple[np.ndarray, np.ndarray]:
+        """(log-prob under the current parameters, behaviour log-prob the row carries) of every
+        response token of these rows, flat in packed order: packed, placed and scored as an
+        update's proximal pass does, i.e. the pi_prox and pi_behave of the staleness weight
+        exp(prox - behave). With the sampler at the same version their difference is the
+        train-inference mismatch (benchmarks/logprob_gap.py)."""
+        current, behave = [], []
+        for microbatch in pack(rows, self.settings.packing, self.config):
+            logp = np.asarray(self._logprobs(self.state.params, self._place(microbatch)))
+            mask = microbatch.loss_mask > 0
+            current.append(logp[mask])
+            behave.append(microbatch.behave_logprobs[mask])
+        return np.concatenate(current), np.concatenate(behave)
+
     def _optimizer_steps(self, microbatches: list[Microbatch], prox: list, step: int):
         """epochs x minibatches optimiser steps from optimiser step `step`: (the sum of their
         measurements, the last one's, how many). The measurements stay on the device, summed

@@ -1,0 +1,38 @@
+"""Sampler and learner agree at equal weights (benchmarks/logprob_gap.py, issue 25 item 4):
+the log-prob the engine recorded for each sampled token against the learner's recomputed
+one (Learner.response_logprobs), the tiny model in float32 on the CPU, with a screenshot."""
+
+import dataclasses
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.logprob_gap import measure, run_config  # noqa: E402
+
+SHAPES = dict(requests=3, prompt_tokens=40, new_tokens=12, images=1)
+
+
+def gap(transform=None) -> dict:
+    # sharpened so that the next-token distribution is peaked (near uniform, a wrong token
+    # would cost almost nothing and the test could not fail)
+    return measure(run_config("tiny", **SHAPES), **SHAPES, sharpen_by=30.0, transform=transform)
+
+
+def shifted(rows):
+    """The learner scores the next token id after each sampled one (a peaked random model
+    may repeat one token, so shifting positions would score the same ids)."""
+    return [dataclasses.replace(r, response_ids=(r.response_ids + 1) % 256) for r in rows]
+
+
+def test_the_learner_recomputes_the_sampled_log_probs_in_float32():
+    same = gap()
+    assert same["tokens"] >= 3 * 4 and same["rows"] == 3
+    assert same["sampled_nll"] < 3.0, same   # peaked: wrong tokens show
+    assert same["mean_abs"] < 1e-4 and same["max_abs"] < 1e-3, same
+    assert same["over_cap_share"] == 0.0 and same["outside_1.2_share"] == 0.0
+    other = gap(shifted)
+    assert other["tokens"] == same["tokens"]
+    assert other["mean_abs"] > 0.5 and other["max_abs"] > 5.0 and other["outside_1.2_share"] > 0.05, other
