@@ -58,7 +58,7 @@ def make_policy(config, web: LocalWeb, store: ScreenshotStore):
 
         model, processor = build_model(config)
         model = restore_trained(config, model)
-        engine = make_engine(config, model, processor, config.eval.temperature)
+        engine = make_engine(config, model, processor, config.eval.temperature, config.eval.top_p)
         return make_model_policy(config, engine, processor, store)   # its engine is started by run_episodes
     raise app.UsageError(f"unknown policy {config.policy!r}: choose model, oracle, random or scripted")
 

@@ -108,7 +108,8 @@ def run_variant(setting: str, config, web_step_s: float = 0.16) -> list[dict]:
 
         processor = synthetic_processor(preset(config.model.preset))
     learner = make_learner(config, model, "rl")
-    engine = make_engine(config, learner.model(), processor, config.rl.temperature, version=learner.version)
+    engine = make_engine(config, learner.model(), processor, config.rl.temperature, top_p=1.0,
+                         version=learner.version)
     engine.warm_up()   # every prefill bucket and the decode step compile before the clock starts
     store = ScreenshotStore.in_memory()
     marks: list[dict] = []

@@ -84,7 +84,7 @@ def fit_shapes(config, requests) -> None:
 
 def sample_rows(config, model, processor, requests) -> list[StepRow]:
     """The engine's answers as step rows: prompt, response, behaviour log-probs, versions, pixels."""
-    engine = make_engine(config, model, processor, config.rl.temperature)
+    engine = make_engine(config, model, processor, config.rl.temperature, top_p=1.0)
     with engine:
         responses = [f.result() for f in [engine.submit(r) for r in requests]]
     rows = []

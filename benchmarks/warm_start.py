@@ -269,7 +269,7 @@ def main() -> None:
     probe = Probe(learner, probe_rows(config, processor, args.probe_rows, "test"), processor)
     probe_new_sites = Probe(learner, probe_rows(config, processor, args.probe_rows, "train"), processor)
     eval_tasks = select_balanced(generate_tasks("test", config.tasks.test_sites_per_variant), args.eval_tasks, seed=0)
-    engine = make_engine(config, learner.model(), processor, temperature=0.0)
+    engine = make_engine(config, learner.model(), processor, temperature=0.0, top_p=1.0)
     log({"event": "start", "device": str(jax.devices()[0]), "parameters": int(parameters),
          "vocabulary": len(processor.tokenizer), "probe_rows": len(probe.packed), "probe_rows_new_sites": len(probe_new_sites.packed), "eval_tasks": len(eval_tasks),
          **{k: v for k, v in vars(args).items()}})

@@ -187,6 +187,10 @@ def bare() -> config_dict.ConfigDict:
     # episodes per evaluated task: > 1 (at a temperature > 0) adds pass@k and the share of
     # tasks whose episodes disagree, the groups RL could learn from (eval.json "samples")
     config.eval.samples = 1
+    # top-p truncation of evaluation samples (1.0: none). Below 1, pass@k asks whether the
+    # policy has alternatives it is unsure between, not only tail tokens that break a copy.
+    # RL always samples the whole distribution: the learner scores that one.
+    config.eval.top_p = 1.0
 
     # -- training (python main.py) -------------------------------------------------------
     config.train = config_dict.ConfigDict()

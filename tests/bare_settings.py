@@ -37,7 +37,7 @@ def engine_settings(temperature: float, **changes):
     """The bare config's sampler engine at `temperature`, with no stop tokens unless `changes` name some."""
     from asyncwebrl.sampler import EngineSettings   # JAX: only for the tests that sample
 
-    return dataclasses.replace(EngineSettings.from_config(bare(), temperature=temperature, stop_token_ids=()),
+    return dataclasses.replace(EngineSettings.from_config(bare(), temperature=temperature, top_p=1.0, stop_token_ids=()),
                                **changes)
 
 

@@ -61,12 +61,12 @@ def test_a_learner_on_other_devices_publishes_to_the_sampler():
     learner = make_learner(split, model, "rl")
     assert {d for leaf in jax.tree.leaves(learner.params) for d in leaf.devices()} == set(jax.devices()[1:3])
     request = Request(input_ids=np.arange(40, 90, dtype=np.int32), max_new_tokens=6)
-    with make_engine(split, learner.model(), processor, temperature=0.0) as engine:
+    with make_engine(split, learner.model(), processor, temperature=0.0, top_p=1.0) as engine:
         engine.publish(learner.params, version=5)
         published = engine.submit(request).result()
         placed = {d for leaf in engine._params for d in leaf.devices()}
     assert placed == {jax.devices()[0]}
-    with make_engine(config_with(count=1, sampler=0), model, processor, temperature=0.0) as reference:
+    with make_engine(config_with(count=1, sampler=0), model, processor, temperature=0.0, top_p=1.0) as reference:
         expected = reference.submit(request).result()
     np.testing.assert_array_equal(published.tokens, expected.tokens)
     assert set(published.versions.tolist()) == {5}

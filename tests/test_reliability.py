@@ -247,6 +247,8 @@ def default_config(**overrides):
     ("rl.max_running_groups", 0, "rl.max_running_groups must be >= 1, got 0"),
     ("loss.kind", "ppo", "loss.kind must be one of \\('grpo', 'raft'\\), got 'ppo'"),
     ("loss.normalizer", "tokens", "loss.normalizer must be one of"),
+    ("eval.top_p", 0.0, "eval.top_p must be in \\(0, 1\\], got 0.0"),
+    ("eval.top_p", 1.5, "eval.top_p must be in \\(0, 1\\], got 1.5"),
 ])
 def test_each_bad_config_value_is_named_by_its_key(key, value, message):
     from asyncwebrl.runtime.validate import validate_config

@@ -54,7 +54,7 @@ BUILDS = {
     "EpisodeSettings test": (lambda c: EpisodeSettings.from_config(c, "test"), {"phase"}),
     "PoolSettings": (PoolSettings.from_config, set()),
     "RLSettings": (RLSettings.from_config, set()),
-    "EngineSettings": (lambda c: EngineSettings.from_config(c, temperature=0.5, stop_token_ids=(7,)),
+    "EngineSettings": (lambda c: EngineSettings.from_config(c, temperature=0.5, top_p=1.0, stop_token_ids=(7,)),
                        {"sampling", "stop_token_ids"}),
     "PackingShape": (PackingShape.from_config, set()),
     "LossSettings": (LossSettings.from_config, set()),

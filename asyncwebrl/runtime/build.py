@@ -95,8 +95,10 @@ def device_meshes(config) -> tuple[Mesh, Mesh]:
     return make_mesh({"tensor": -1}, sampler), make_mesh({"data": m.data, "fsdp": m.fsdp, "tensor": m.tensor}, learner)
 
 
-def make_engine(config, model: nnx.Module, processor: Processor, temperature: float, version: int = 0) -> Engine:
-    settings = EngineSettings.from_config(config, temperature=temperature, stop_token_ids=(processor.special.eos,))
+def make_engine(config, model: nnx.Module, processor: Processor, temperature: float, top_p: float,
+                version: int = 0) -> Engine:
+    settings = EngineSettings.from_config(config, temperature=temperature, top_p=top_p,
+                                          stop_token_ids=(processor.special.eos,))
     return Engine(model, settings, mesh=device_meshes(config)[0], version=version)
 
 

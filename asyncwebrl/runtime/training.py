@@ -171,7 +171,7 @@ def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], l
         print(f"[eval] {label}: skipped (eval.num_tasks = 0)")
         return None
     store = screenshot_store(config, "eval", host=jax.process_index())
-    with make_engine(config, model, processor, config.eval.temperature) as engine:
+    with make_engine(config, model, processor, config.eval.temperature, config.eval.top_p) as engine:
         policy = make_model_policy(config, engine, processor, store)
         trajectories, seconds = asyncio.run(run_tasks(distributed.share(tasks), policy,
                                                       make_environment(config, web, store),
@@ -238,7 +238,8 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
     """Asynchronous GRPO until config.train.max_updates; returns the updates done."""
     store = screenshot_store(config, "rl", host=jax.process_index())
     own = own_runtime(runtime)
-    engine = make_engine(config, learner.model(), processor, config.rl.temperature, version=learner.version)
+    engine = make_engine(config, learner.model(), processor, config.rl.temperature, top_p=1.0,   # what the learner scores
+                         version=learner.version)
     orchestrator = make_orchestrator(
         config, learner=learner, engine=engine, policy=make_model_policy(config, engine, processor, store),
         environment=make_environment(config, web, store), store=store, processor=processor, tasks=train_tasks,

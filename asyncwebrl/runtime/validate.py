@@ -54,3 +54,5 @@ def validate_config(config) -> None:
         value, choices = _value(config, key), tuple(choices)
         if value not in choices:
             raise ValueError(f"{key} must be one of {choices}, got {value!r}")
+    if not 0 < config.eval.top_p <= 1:
+        raise ValueError(f"eval.top_p must be in (0, 1], got {config.eval.top_p}")

@@ -1,6 +1,7 @@
 """Continuous-batching generation: a fixed set of decode slots over one KV cache.
 
-    engine = Engine(model, EngineSettings.from_config(config, temperature=config.rl.temperature, stop_token_ids=(eos,)))
+    engine = Engine(model, EngineSettings.from_config(config, temperature=config.rl.temperature, top_p=1.0,
+                                                     stop_token_ids=(eos,)))
     with engine:                                   # the engine runs on its own thread
         future = engine.submit(Request(input_ids, max_new_tokens=config.sampler.max_new_tokens, images=images))
         response = future.result()                 # or: await asyncio.wrap_future(future)
@@ -67,13 +68,13 @@ class EngineSettings:
     vision_cache_entries: int = 64
 
     @classmethod
-    def from_config(cls, config, *, temperature: float, stop_token_ids: tuple[int, ...]) -> EngineSettings:
-        """config.sampler's engine, sampling at `temperature` (eval's or RL's) until one of
-        `stop_token_ids` (the processor's)."""
+    def from_config(cls, config, *, temperature: float, top_p: float, stop_token_ids: tuple[int, ...]) -> EngineSettings:
+        """config.sampler's engine, sampling at `temperature` with top-p truncation `top_p`
+        (eval's, or RL's: 1.0) until one of `stop_token_ids` (the processor's)."""
         s = config.sampler
         return cls(slots=s.slots, capacity=s.capacity, prompt_buckets=tuple(s.prompt_buckets), max_images=s.max_images,
                    patches_per_image=s.patches_per_image, prefill_rows=s.prefill_rows, seed=config.seed,
-                   sampling=SamplingSettings(temperature=temperature), stop_token_ids=tuple(stop_token_ids))
+                   sampling=SamplingSettings(temperature=temperature, top_p=top_p), stop_token_ids=tuple(stop_token_ids))
 
 
 @dataclasses.dataclass
