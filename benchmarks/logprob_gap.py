@@ -46,9 +46,8 @@ from configs.default import bare  # noqa: E402
 INFORMATIVE_RATIO = 1.2   # also reported: the share of tokens with exp(d) outside [1/1.2, 1.2]
 
 
-def run_config(preset: str = "tiny", model_path: str = "", param_dtype: str = "float32", dtype: str = "float32",
-               attention: str = "xla", requests: int = 8, prompt_tokens: int = 64, new_tokens: int = 32,
-               images: int = 0):
+def run_config(preset: str, model_path: str, param_dtype: str, dtype: str, attention: str, *, requests: int,
+               prompt_tokens: int, new_tokens: int, images: int):
     """The run's config for this measurement: the bare system's keys, one device for both
     roles, a sampler with a slot per request and a learner whose rows hold any step."""
     config = bare()
@@ -162,8 +161,9 @@ def main() -> None:
     results = []
     for attention in args.attention.split(","):
         for dtype in args.dtype.split(","):
-            config = run_config(args.preset, args.model_path, args.param_dtype, dtype, attention, args.requests,
-                                args.prompt_tokens, args.new_tokens, args.images)
+            config = run_config(args.preset, args.model_path, args.param_dtype, dtype, attention,
+                                requests=args.requests, prompt_tokens=args.prompt_tokens,
+                                new_tokens=args.new_tokens, images=args.images)
             stats = measure(config, requests=args.requests, prompt_tokens=args.prompt_tokens,
                             new_tokens=args.new_tokens, images=args.images, sharpen_by=args.sharpen, seed=args.seed)
             row = {"model": args.model_path or args.preset, "param_dtype": args.param_dtype, "dtype": dtype,

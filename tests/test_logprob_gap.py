@@ -18,7 +18,7 @@ SHAPES = dict(requests=3, prompt_tokens=40, new_tokens=12, images=1)
 def gap(transform=None) -> dict:
     # sharpened so that the next-token distribution is peaked (near uniform, a wrong token
     # would cost almost nothing and the test could not fail)
-    return measure(run_config("tiny", **SHAPES), **SHAPES, sharpen_by=30.0, transform=transform)
+    return measure(run_config("tiny", "", "float32", "float32", "xla", **SHAPES), **SHAPES, sharpen_by=30.0, transform=transform)
 
 
 def shifted(rows):

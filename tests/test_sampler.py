@@ -295,9 +295,9 @@ def test_cancelled_requests_never_stop_the_engine(pair):
 def test_sampling_rules():
     logits = jnp.log(jnp.array([[0.5, 0.3, 0.15, 0.05]]))
     key = jax.random.key(0)
-    token, logprob = sample(logits, key, SamplingSettings(temperature=0.0))
+    token, logprob = sample(logits, key, SamplingSettings(temperature=0.0, top_p=1.0))
     assert int(token[0]) == 0 and float(logprob[0]) == pytest.approx(np.log(0.5), abs=1e-6)
-    token, logprob = sample(logits, key, SamplingSettings(temperature=1.0, top_k=1))
+    token, logprob = sample(logits, key, SamplingSettings(temperature=1.0, top_p=1.0, top_k=1))
     assert int(token[0]) == 0 and float(logprob[0]) == pytest.approx(0.0, abs=1e-6)
     # top_p = 0.7 keeps {0.5, 0.3}: renormalised to 0.625 / 0.375
     draws = jax.vmap(lambda k: sample(logits, k, SamplingSettings(temperature=1.0, top_p=0.7)))(jax.random.split(key, 4000))
@@ -306,7 +306,7 @@ def test_sampling_rules():
     assert abs((tokens == 0).mean() - 0.625) < 0.03
     np.testing.assert_allclose(logprobs[tokens == 1], np.log(0.375), atol=1e-6)
     # temperature 2 flattens: p ~ sqrt(p) renormalised
-    draws = jax.vmap(lambda k: sample(logits, k, SamplingSettings(temperature=2.0)))(jax.random.split(key, 8000))
+    draws = jax.vmap(lambda k: sample(logits, k, SamplingSettings(temperature=2.0, top_p=1.0)))(jax.random.split(key, 8000))
     expected = np.sqrt([0.5, 0.3, 0.15, 0.05])
     expected /= expected.sum()
     frequencies = np.bincount(np.asarray(draws[0])[:, 0], minlength=4) / 8000

@@ -181,7 +181,7 @@ TAKES_CONFIG = [
     (CheckpointStore, "train", {"keep": "keep_checkpoints"}),
     (closing_summary, "train", {"train_split": "split"}),
     (Request, "sampler", {}),
-    (SamplingSettings, "rl", {}),
+    (SamplingSettings, "eval", {}),   # temperature and top_p (RL passes its own temperature, top_p 1)
     (MiniWobEnvironment, "miniwob", {}),
     (WebGymEnvironment, "sandbox", {}),
     (load_webgym, "tasks", {}),

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 @dataclasses.dataclass(frozen=True)
 class SamplingSettings:
     temperature: float           # eval.temperature or rl.temperature (EngineSettings.from_config)
-    top_p: float = 1.0
+    top_p: float                 # eval.top_p, or 1.0 for RL (the learner scores the whole distribution)
     top_k: int = 0
 
     def __post_init__(self):
