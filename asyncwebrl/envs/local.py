@@ -26,7 +26,9 @@ class LocalEnvironment:
     calls the sites in process under their logical origin: the server need not run."""
 
     oracle = True
-    splits = tuple(SPLITS)   # train, unseen (new sites, training layouts), test (unseen layouts)
+    # train, unseen (new sites, training layouts), test (unseen layouts), adapt (more sites of
+    # the unseen layouts, for RL)
+    splits = tuple(SPLITS)
     runs_browser_free = True
     by_family = False
     scripted_policy = None
@@ -40,7 +42,8 @@ class LocalEnvironment:
     def tasks(config, split: str, workdir: str | None) -> list[Task]:
         """Generated on the split's sites (asyncwebrl/web/tasks.py SPLITS); also written to
         workdir/tasks/<split>.jsonl."""
-        sites = config.tasks.train_sites_per_variant if split == "train" else config.tasks.test_sites_per_variant
+        # splits RL draws from get the training count of sites; evaluated ones the test count
+        sites = config.tasks.train_sites_per_variant if split in ("train", "adapt") else config.tasks.test_sites_per_variant
         tasks = generate_tasks(split, sites)
         if workdir is not None:
             os.makedirs(os.path.join(workdir, "tasks"), exist_ok=True)

@@ -4,7 +4,11 @@ Three splits (SPLITS): `train` on site variants 1 and 2 (the sites RL trains on)
 `unseen` on the same variants' layouts but sites never seen in training (seeds from
 UNSEEN_SEED_OFFSET, beyond any warm start's reach), the analogue of the paper's held-out
 split, whose sites are new but drawn from the same web; and `test` on variant 3, whose
-layouts training never shows at all (seeds from TEST_SEED_OFFSET): a harder shift.
+layouts training never shows at all (seeds from TEST_SEED_OFFSET): a harder shift; and
+`adapt`, more sites of that held-out layout (seeds from ADAPT_SEED_OFFSET, disjoint from
+`test`'s) for RL to adapt on where no demonstration was ever made: RL on `adapt` judged on
+`test` is the paper's setting, a policy trained elsewhere improved by reward alone on a web
+it had not seen, and measured on sites of that web it did not train on.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ BENCHMARK_NAME = "asyncwebrl-local"
 TEST_SEED_OFFSET = 1000  # test sites use seeds 1000.. so they never share content with train sites
 # unseen sites: training variants, seeds from here up; the warm start's fresh sites stay below
 UNSEEN_SEED_OFFSET = 1_000_000
+ADAPT_SEED_OFFSET = 2_000_000  # adapt sites: the test layout, seeds no test site uses
 SPLITS = {"train": (TRAIN_VARIANTS, 0), "unseen": (TRAIN_VARIANTS, UNSEEN_SEED_OFFSET),
-          "test": (TEST_VARIANTS, TEST_SEED_OFFSET)}   # split -> (site variants, first seed)
+          "test": (TEST_VARIANTS, TEST_SEED_OFFSET),
+          "adapt": (TEST_VARIANTS, ADAPT_SEED_OFFSET)}   # split -> (site variants, first seed)
 
 
 def site_ids(split: str, sites_per_variant: int) -> list[str]:
