@@ -16,9 +16,10 @@ site of the layout, so it can carry over to the evaluated sites.
 from configs.studies._h200 import RECIPE
 
 BASE = "configs/warm_start.py"
-FLAGS = {**RECIPE, "train.split": "adapt", "eval.split": "test", "loss.kind": "grpo"}
+FLAGS = {key: value for key, value in RECIPE.items() if key != "optimizer.learning_rate"}
+FLAGS.update({"train.split": "adapt", "eval.split": "test", "loss.kind": "grpo", "train.max_updates": 24})
 ARMS = {
-    "grpo_24": {"train.max_updates": 24},
-    "grpo_24_lr1e-4": {"train.max_updates": 24, "optimizer.learning_rate": 1e-4},
+    "lr3e-5": {"optimizer.learning_rate": 3e-5},
+    "lr1e-4": {"optimizer.learning_rate": 1e-4},
 }
 SEEDS = (0, 1, 2)
