@@ -3,14 +3,16 @@ against updates and against wall-clock time.
 
     python3 -m asyncwebrl.studies run configs/studies/async_sync.py --out runs/studies/async_sync --parallel 2 --seeds 0
 
-GRPO, 1/k, decoupled, on the fitting recipe of configs/studies/_h200.py. Two runs share one
-GPU, so the wall-clock comparison is between arms of one study run, not against a run alone.
+GRPO, 1/k, decoupled, on the adapt recipe of configs/studies/_h200.py (RL on sites of the
+layout the warm start has no demonstrations of, judged on other sites of it: where RL
+raises held-out success, as a study of how a policy learns needs). Two runs share one GPU,
+so the wall-clock comparison is between arms of one study run, not against a run alone.
 """
 
-from configs.studies._h200 import FITTING
+from configs.studies._h200 import ADAPT
 
 BASE = "configs/warm_start.py"
-FLAGS = {**FITTING, "loss.kind": "grpo", "loss.normalizer": "const", "loss.decoupled": True}
+FLAGS = {**ADAPT, "loss.kind": "grpo", "loss.normalizer": "const", "loss.decoupled": True}
 ARMS = {
     "async_eta2": {"rl.eta": 2},
     "sync_eta0": {"rl.eta": 0},

@@ -3,17 +3,18 @@ trajectories and responses at matched or better success), with the horizon contr
 
     python3 -m asyncwebrl.studies run configs/studies/normalizer.py --out runs/studies/normalizer --parallel 2 --seeds 0
 
-GRPO, decoupled, eta 2, on the fitting recipe of configs/studies/_h200.py (RL on the
-evaluated tasks, where 12 updates of this warm start raise success: a study of how a
-policy learns needs one that does). The report's second table carries steps per success
-and per failure, response tokens per step and the Memory-drift metrics (docs/algorithm.md).
-Arms `*_2x` double the training step limits: does 1/|tau|'s drift follow the horizon?
+GRPO, decoupled, eta 2, on the adapt recipe of configs/studies/_h200.py (RL on sites of the
+layout the warm start has no demonstrations of, judged on other sites of it: where RL
+raises held-out success, as a study of how a policy learns needs). The report's second
+table carries steps per success and per failure, response tokens per step and the Memory-
+drift metrics (docs/algorithm.md). Arms `*_2x` double the training step limits: does
+1/|tau|'s drift follow the horizon?
 """
 
-from configs.studies._h200 import FITTING
+from configs.studies._h200 import ADAPT
 
 BASE = "configs/warm_start.py"
-FLAGS = {**FITTING, "loss.kind": "grpo", "loss.decoupled": True, "rl.eta": 2}
+FLAGS = {**ADAPT, "loss.kind": "grpo", "loss.decoupled": True, "rl.eta": 2}
 DOUBLED = (12, 20, 28)   # the default's (6, 10, 14), twice
 ARMS = {
     "const": {"loss.normalizer": "const"},
