@@ -65,6 +65,21 @@ def test_unseen_sites_have_the_training_layouts_and_no_site_training_ever_uses(t
         generate_tasks("validation", 1)
 
 
+def test_adapt_sites_have_the_test_layout_and_share_no_site_with_the_test_split(test_tasks):
+    """The adapt split (RL's tasks when it adapts to the held-out layout): variant 3, the test
+    layout, on seeds from ADAPT_SEED_OFFSET, so the evaluated test sites stay unseen by RL."""
+    from asyncwebrl.web.tasks import ADAPT_SEED_OFFSET
+
+    adapt = generate_tasks("adapt", 2)
+    sites = {t.local["site"] for t in adapt}
+    assert len(sites) == len(KINDS) * 2 and {t.local["split"] for t in adapt} == {"test"}
+    assert {site.split("-")[1] for site in sites} == {site.split("-")[1] for t in test_tasks
+                                                      for site in [t.local["site"]]} == {"v3"}
+    assert all(int(site.rsplit("-s", 1)[1]) >= ADAPT_SEED_OFFSET for site in sites)
+    assert not sites & {t.local["site"] for t in test_tasks}
+    assert not {t.task_name for t in adapt} <= {t.task_name for t in test_tasks}
+
+
 def test_difficulty_is_the_number_of_facts_and_all_levels_exist(train_tasks, test_tasks):
     for tasks in (train_tasks, test_tasks):
         for task in tasks:
