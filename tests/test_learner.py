@@ -10,7 +10,7 @@ from flax import nnx
 
 from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.learner.learner import Learner, LearnerSettings
-from asyncwebrl.learner.choices import LOSSES
+from asyncwebrl.learner.choices import LOSSES, loss_kind
 from asyncwebrl.learner.losses import LossKind
 from asyncwebrl.learner.packing import PackingShape, StepRow, pack
 from asyncwebrl.learner.train import learning_rate_schedule, target_logprobs
@@ -199,7 +199,7 @@ def test_rl_update_measures_and_bumps_the_version():
     assert measured["staleness_mean"] == pytest.approx(lags.mean()) and measured["staleness_max"] == lags.max()
     assert measured["response_tokens"] == sum(len(r.response_ids) for r in rows)
     for name in ("loss", "clip_ratio", "behave_cap_ratio", "importance_weight_mean", "approx_kl", "grad_norm",
-                 "update_norm", "param_norm", "learning_rate", "fill"):
+                 "param_norm", "learning_rate", "fill"):
         assert np.isfinite(measured[name]), name
     assert any(not np.array_equal(a, b) for a, b in zip(before, params_of(learner)))
 
@@ -257,6 +257,40 @@ def test_nan_guard_skips_the_update_and_keeps_the_moments():
         np.testing.assert_array_equal(a, b)
     for a, b in zip(moments, [np.asarray(x) for x in jax.tree.leaves(learner.state.opt_state)]):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_optimizer_step_is_optax_clip_then_adamw_on_the_token_mean():
+    """apply folds the token mean and the global-norm clip into one scalar (no copy of the
+    gradient tree): two steps, the second with gradients far over the clip, must match
+    optax.chain(clip_by_global_norm, adamw) applied to the mean gradients."""
+    import optax
+
+    from asyncwebrl.learner.train import TrainState, build_steps, make_optimizer
+
+    options = optimizer_settings(max_grad_norm=0.5, warmup_steps=0, total_steps=4)
+    graphdef, params = nnx.split(tiny_model())
+    tx = make_optimizer(options)
+    _, _, apply = build_steps(graphdef, tx, learning_rate_schedule(options), loss_settings(), options.max_grad_norm)
+    reference = optax.chain(optax.clip_by_global_norm(options.max_grad_norm),
+                            optax.adamw(learning_rate_schedule(options), b1=options.b1, b2=options.b2,
+                                        eps=options.eps, weight_decay=options.weight_decay))
+    state = TrainState(params=params, opt_state=tx.init(params), step=jnp.zeros((), jnp.int32),
+                       version=jnp.zeros((), jnp.int32))
+    expected, expected_state = params, reference.init(params)
+    objective = loss_kind(loss_settings().kind).objective
+    for seed, size, tokens in ((0, 1e-3, 7.0), (1, 50.0, 3.0)):   # under the clip, then far over it
+        leaves, treedef = jax.tree.flatten(params)
+        keys = jax.random.split(jax.random.key(seed), len(leaves))
+        summed = treedef.unflatten([size * jax.random.normal(k, p.shape, jnp.float32) for k, p in zip(keys, leaves)])
+        mean = jax.tree.map(lambda g: g / tokens, summed)
+        updates, expected_state = reference.update(mean, expected_state, expected)
+        expected = optax.apply_updates(expected, updates)
+        state, measured = apply(state, summed, {"tokens": jnp.float32(tokens), objective: jnp.float32(0.0)})
+        assert float(measured["grad_norm"]) == pytest.approx(float(optax.tree.norm(mean)), rel=1e-5)
+    assert float(optax.tree.norm(mean)) > 10 * options.max_grad_norm   # the second step was clipped
+    for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(state.params)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=2e-5, atol=1e-7)
+    assert int(state.step) == 2
 
 
 def test_supervised_mode_learns_the_demonstrations():

@@ -87,7 +87,8 @@ class Learner:
         self.state_shardings = param_shardings(jax.eval_shape(initial_state, params), self.mesh, rules)
         self.state = jax.jit(initial_state, out_shardings=self.state_shardings)(params)
         self._logprobs, self._accumulate, self._apply = build_steps(
-            self.graphdef, self.tx, learning_rate_schedule(settings.optimizer), settings.loss, self.state_shardings)
+            self.graphdef, self.tx, learning_rate_schedule(settings.optimizer), settings.loss,
+            settings.optimizer.max_grad_norm, self.state_shardings)
 
     @property
     def params(self):

@@ -91,10 +91,10 @@ def learning_rate_schedule(settings: OptimizerSettings) -> optax.Schedule:
 
 
 def make_optimizer(settings: OptimizerSettings) -> optax.GradientTransformation:
-    return optax.chain(
-        optax.clip_by_global_norm(settings.max_grad_norm),
-        optax.adamw(learning_rate_schedule(settings), b1=settings.b1, b2=settings.b2, eps=settings.eps,
-                    weight_decay=settings.weight_decay, mu_dtype=jnp.dtype(settings.moment_dtype)))
+    """AdamW. The global-norm clip (settings.max_grad_norm) is applied by build_steps' apply,
+    as a scalar folded into the gradients' token mean."""
+    return optax.adamw(learning_rate_schedule(settings), b1=settings.b1, b2=settings.b2, eps=settings.eps,
+                       weight_decay=settings.weight_decay, mu_dtype=jnp.dtype(settings.moment_dtype))
 
 
 def target_logprobs(model, microbatch: Microbatch, temperature: float, chunk: int):
@@ -131,13 +131,13 @@ def microbatch_loss(model, microbatch: Microbatch, prox_logprobs, settings: Loss
 
 
 def build_steps(graphdef, tx: optax.GradientTransformation, schedule: optax.Schedule, settings: LossSettings,
-                state_shardings=None):
+                max_grad_norm: float, state_shardings=None):
     """(logprobs, accumulate, apply) jitted for this model structure and loss.
 
     logprobs(params, microbatch) -> [R, L]
     accumulate(params, grads, microbatch, prox) -> (grads + this microbatch's, its metric sums)  (grads donated;
                                                   prox None: pi_prox = stop_gradient of this forward's log-probs)
-    apply(state, grads, metric sums) -> (state, measurements)                               (state donated)"""
+    apply(state, grads, metric sums) -> (state, measurements)                     (state and grads donated)"""
     param_shardings = None if state_shardings is None else state_shardings.params
 
     def logprobs(params, microbatch):
@@ -152,19 +152,26 @@ def build_steps(graphdef, tx: optax.GradientTransformation, schedule: optax.Sche
 
     def apply(state: TrainState, grads, metrics):
         tokens = jnp.maximum(metrics["tokens"], 1.0)
-        grads = jax.tree.map(lambda g: g / tokens, grads)
-        updates, opt_state = tx.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
-        grad_norm = optax.tree.norm(grads)
         measurements = {name: value / tokens for name, value in metrics.items() if name != "tokens"}
+        # the token mean and the global-norm clip as one scalar on the summed gradients: the
+        # tree is read once by the norm and once by the fused Adam step, and no scaled or
+        # clipped copy of it is ever written (for 2B parameters each copy is 8 GiB)
+        grad_norm = optax.tree.norm(grads) / tokens
+        scale = jnp.minimum(1.0, max_grad_norm / jnp.maximum(grad_norm, 1e-30)) / tokens
         finite = jnp.isfinite(measurements[loss_kind(settings.kind).objective]) & jnp.isfinite(grad_norm)
-        # NaN guard: a non-finite loss or gradient leaves parameters and moments untouched
-        keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)  # noqa: E731
-        new_state = TrainState(params=keep(params, state.params), opt_state=keep(opt_state, state.opt_state),
-                               step=state.step + finite.astype(state.step.dtype), version=state.version)
+
+        def step(state):
+            # the update's own norm is not measured: reducing the update tree keeps all of it
+            # alive next to the new parameters (another f32 copy of the model)
+            updates, opt_state = tx.update(jax.tree.map(lambda g: g * scale, grads), state.opt_state, state.params)
+            return TrainState(params=optax.apply_updates(state.params, updates), opt_state=opt_state,
+                              step=state.step + 1, version=state.version)
+
+        # NaN guard: a non-finite loss or gradient leaves parameters and moments untouched. A
+        # branch, not a select of old or new per element: a select keeps both states alive
+        new_state = jax.lax.cond(finite, step, lambda state: state, state)
         measurements.update(tokens=metrics["tokens"], grad_norm=grad_norm, skipped=1.0 - finite.astype(jnp.float32),
-                            update_norm=optax.tree.norm(updates), param_norm=optax.tree.norm(new_state.params),
-                            learning_rate=schedule(state.step))
+                            param_norm=optax.tree.norm(new_state.params), learning_rate=schedule(state.step))
         return new_state, measurements
 
     return (jax.jit(logprobs, in_shardings=(param_shardings, None)),
