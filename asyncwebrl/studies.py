@@ -356,12 +356,12 @@ def _evaluated(arms: list[dict]) -> str:
 
 
 def plot(arms: list[dict], path: str) -> None:
-    import matplotlib
+    # a Figure of its own, not pyplot's: choosing a backend here would take a notebook's
+    # inline display away from the notebook that called `report` (load_report)
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, (curves, clock, bars) = plt.subplots(1, 3, figsize=(17, 4.5), constrained_layout=True)
+    figure = Figure(figsize=(17, 4.5), layout="constrained")
+    curves, clock, bars = figure.subplots(1, 3)
     for arm in arms:
         points, walls = arm["collected_success_by_update"], arm["wall_seconds_by_update"]
         curves.plot(list(points), list(points.values()), "-o", markersize=3, label=arm["arm"])
@@ -392,7 +392,6 @@ def plot(arms: list[dict], path: str) -> None:
     if bars.get_legend_handles_labels()[0]:
         bars.legend(fontsize=8)
     figure.savefig(path, dpi=110)
-    plt.close(figure)
 
 
 def report(study: Study, out: str) -> dict:
