@@ -15,6 +15,12 @@ summary.json, eval_before.json, eval.json and metrics.jsonl and writes OUT/repor
 table per arm: held-out success before and after, pooled over seeds with a 95% interval,
 and each seed's change), OUT/report.json (the same, for notebooks) and OUT/report.png
 (the policy's success over updates, and held-out success before and after, by arm).
+
+report.json also gives each arm's keys and the SETTINGS it ran with, so that a reader can
+set arms that differ in one setting alone side by side (paired_arms). Notebooks read it
+with load_report(OUT), which builds it when it is missing or older than the runs, from the
+study file or, without one, from the runs' own config.json (study_from_runs). A number a
+run did not record is null there, never 0.
 """
 
 from __future__ import annotations
@@ -206,8 +212,10 @@ DYNAMICS = {
     "response_tokens_per_step": "response tokens / step", "clip_ratio": "clipped tokens",
     "behave_cap_ratio": "behaviour weight capped", "staleness_mean": "staleness",
     "memory_generic_key_share": "generic Memory keys", "memory_key_persistence": "Memory key persistence",
-    "memory_adjacent_unchanged": "Memory unchanged between steps",
+    "memory_adjacent_unchanged": "Memory unchanged between steps", "memory_keys_per_step": "Memory keys / step",
 }
+# The settings the paper's comparisons turn on: report.json gives each arm's value (arm_settings)
+SETTINGS = ("loss.kind", "loss.normalizer", "loss.decoupled", "rl.eta", "agent.train_step_limits")
 
 
 def _run_mean(records: list[dict], key: str) -> float | None:
@@ -241,17 +249,69 @@ def arm_report(out: str, arm: str, seeds) -> dict:
         "after": _pooled([r["after"] for r in runs if r["after"]]),
         "change_per_seed": [round(c, 4) for c in changes],
         "change_mean": _mean(changes),
+        # each seed's own evaluation as its summary.json keeps it (also where eval*.json were not kept)
+        "per_seed": [{"seed": r["seed"], **{key: r["summary"].get(key) for key in (
+            "success_before", "interval_95_before", "success_after", "interval_95_after")}} for r in runs],
         "collected_success_by_update": {u: _mean(v) for u, v in sorted(curves.items())},
         "wall_seconds_by_update": {u: _mean(v) for u, v in sorted(walls.items())},   # the RL phase's clock (metrics.jsonl wall_seconds)
         "steps_per_episode": _mean([r["summary"].get("steps_per_episode") for r in runs]),
         "response_tokens_per_step": _mean([r["summary"].get("mean_response_tokens_per_step_after") for r in runs]),
         "update_seconds": _mean([record.get("update_seconds") for record in rl]),
+        # the RL phase's wall clock per update (collection and learning), the paper's "per training step"
+        "wall_seconds_per_update": _mean([_wall_per_update(r["metrics"]) for r in runs]),
         "trajectories_per_hour": _mean([r["summary"].get("trajectories_per_hour") for r in runs]),
         # train.split=eval: RL trained on the evaluated tasks, which are then not held out
         "held_out": all(r["summary"].get("train_split", "train") != "eval" for r in runs),
         "dynamics": {key: _mean([_run_mean([m for m in r["metrics"] if m.get("phase") == "rl"], key) for r in runs])
                      for key in DYNAMICS},
     }
+
+
+def _wall_per_update(records: list[dict]) -> float | None:
+    timed = [r for r in records if r.get("phase") == "rl" and r.get("wall_seconds") is not None and r.get("update")]
+    return timed[-1]["wall_seconds"] / timed[-1]["update"] if timed else None
+
+
+def _flat(config: dict, prefix: str = "") -> dict:
+    """A nested config dict (config.json) as {"loss.kind": value, ...}."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def arm_settings(study: Study, out: str, arm: str, seeds, base=None) -> dict:
+    """The SETTINGS an arm ran with: its first finished run's config.json (what main.py
+    resolved), else the study's keys over `base` (its base config); None where neither says."""
+    for seed in seeds:
+        config = _read_json(os.path.join(workdir(out, arm, seed), "config.json"))
+        if config is not None and finished(out, arm, seed):
+            flat = _flat(config)
+            return {key: flat.get(key) for key in SETTINGS}
+    settings = {}
+    for key in SETTINGS:
+        value = study.arms[arm].get(key, study.flags.get(key))
+        if value is None and base is not None and has_key(base, key):
+            value = base
+            for part in key.split("."):
+                value = value[part]
+        settings[key] = list(value) if isinstance(value, tuple) else value   # as JSON reads it back
+    return settings
+
+
+def paired_arms(report: dict, key: str) -> list[tuple[dict, dict]]:
+    """Pairs of a report's arms (report.json's) that differ in the setting `key` alone: the
+    same other SETTINGS and the same arm keys but `key`, e.g. ("decoupled_eta2", "coupled_eta2")
+    for loss.decoupled. Each pair in the report's order of arms."""
+    def rest(arm):
+        keys = {k: v for k, v in arm.get("keys", {}).items() if k != key}
+        return json.dumps([keys, {k: v for k, v in arm["settings"].items() if k != key}], sort_keys=True)
+    arms = [arm for arm in report["arms"] if arm.get("settings", {}).get(key) is not None]
+    return [(a, b) for i, a in enumerate(arms) for b in arms[i + 1:]
+            if a["settings"][key] != b["settings"][key] and rest(a) == rest(b)]
 
 
 def _percent(pooled: dict) -> str:
@@ -266,8 +326,9 @@ def _number(value, spec: str) -> str:
 
 
 def markdown(study: Study, arms: list[dict]) -> str:
+    base = f"Base `{study.base}`" if study.base else "Base unknown (the study was read from its runs)"
     lines = [f"# Study `{study.name}`", "",
-             f"Base `{study.base}`, seeds {list(study.seeds)}; shared keys: "
+             f"{base}, seeds {list(study.seeds)}; shared keys: "
              + ", ".join(f"`{k}={flag_value(v)}`" for k, v in study.flags.items()), "",
              f"| arm | keys | seeds done | {_evaluated(arms)} before (pooled) | after (pooled) | change per seed | "
              "steps / episode | response tokens / step | s / update |",
@@ -295,12 +356,12 @@ def _evaluated(arms: list[dict]) -> str:
 
 
 def plot(arms: list[dict], path: str) -> None:
-    import matplotlib
+    # a Figure of its own, not pyplot's: choosing a backend here would take a notebook's
+    # inline display away from the notebook that called `report` (load_report)
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, (curves, clock, bars) = plt.subplots(1, 3, figsize=(17, 4.5), constrained_layout=True)
+    figure = Figure(figsize=(17, 4.5), layout="constrained")
+    curves, clock, bars = figure.subplots(1, 3)
     for arm in arms:
         points, walls = arm["collected_success_by_update"], arm["wall_seconds_by_update"]
         curves.plot(list(points), list(points.values()), "-o", markersize=3, label=arm["arm"])
@@ -331,11 +392,15 @@ def plot(arms: list[dict], path: str) -> None:
     if bars.get_legend_handles_labels()[0]:
         bars.legend(fontsize=8)
     figure.savefig(path, dpi=110)
-    plt.close(figure)
 
 
 def report(study: Study, out: str) -> dict:
-    arms = [arm_report(out, arm, study.seeds) for arm in study.arms]
+    try:   # the base's defaults, for the settings an arm's keys leave to it
+        base = base_config(study.base) if study.base else None
+    except (OSError, ImportError, ValueError):
+        base = None
+    arms = [{**arm_report(out, arm, study.seeds), "keys": study.arms[arm],
+             "settings": arm_settings(study, out, arm, study.seeds, base)} for arm in study.arms]
     result = {"study": study.name, "base": study.base, "flags": study.flags, "arms": arms}
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(result, f, indent=1)
@@ -343,6 +408,49 @@ def report(study: Study, out: str) -> dict:
         f.write(markdown(study, arms))
     plot(arms, os.path.join(out, "report.png"))
     return result
+
+
+def study_from_runs(out: str) -> Study:
+    """The study whose runs are in `out` (OUT/<arm>/seed<k>/ with a summary.json), when its
+    file is not at hand: each arm's keys are where its config.json differs from the other
+    arms' (the seed aside), the base and shared keys unknown."""
+    arms = {}
+    for arm in sorted(os.listdir(out)):
+        if os.path.isdir(os.path.join(out, arm)):
+            seeds = sorted(int(name[4:]) for name in os.listdir(os.path.join(out, arm))
+                           if name.startswith("seed") and name[4:].isdigit() and finished(out, arm, int(name[4:])))
+            if seeds:
+                arms[arm] = seeds
+    if not arms:
+        raise FileNotFoundError(f"{out}: no finished run (OUT/<arm>/seed<k>/summary.json)")
+    configs = {arm: _flat(_read_json(os.path.join(workdir(out, arm, seeds[0]), "config.json")) or {})
+               for arm, seeds in arms.items()}
+    every_key = sorted(set().union(*configs.values()) - {"seed"})
+    differ = [key for key in every_key if len({json.dumps(c.get(key)) for c in configs.values()}) > 1]
+    return Study(name=os.path.basename(os.path.normpath(out)), base="", flags={},
+                 arms={arm: {key: configs[arm][key] for key in differ if key in configs[arm]} for arm in arms},
+                 seeds=tuple(sorted({seed for seeds in arms.values() for seed in seeds})))
+
+
+def load_report(out: str, study: str | None = None) -> dict:
+    """OUT's report.json, for notebooks; built with `report` (which also writes report.md and
+    report.png) when it is missing or older than a finished run's summary.json. The study is
+    then `study` (a study file), else configs/studies/<the name report.json gives> if its arms
+    include every arm OUT has runs of, else the one OUT's runs make (study_from_runs)."""
+    path = os.path.join(out, "report.json")
+    existing = _read_json(path)
+    summaries = [os.path.join(root, "summary.json") for root, _, files in os.walk(out) if "summary.json" in files]
+    if existing is not None and study is None and all(os.path.getmtime(s) <= os.path.getmtime(path) for s in summaries):
+        return existing
+    if study is not None:
+        return report(load_study(study), out)
+    from_runs = study_from_runs(out)
+    named = os.path.join(ROOT, "configs", "studies", f"{(existing or {}).get('study')}.py")
+    if existing is not None and os.path.exists(named):
+        study_file = load_study(named)
+        if set(from_runs.arms) <= set(study_file.arms):
+            return report(study_file, out)
+    return report(from_runs, out)
 
 
 def main(argv=None) -> int:

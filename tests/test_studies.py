@@ -108,3 +108,76 @@ def test_a_stopped_study_stops_its_runs_and_waits_for_their_checkpoints(tmp_path
     assert sorted(results) == [("async", 0, 0), ("sync", 0, 0)]
     assert all(open(m).read() == "checkpointed" for m in markers)
     assert signal.getsignal(signal.SIGTERM) is not studies._raise_stop   # the runner's handler is gone
+
+
+# ---------------------------------------------------------------- the report, as notebooks read it
+
+def fake_run(out, arm, seed, loss=None, memory_share=None, wall=(10.0, 30.0), summary=None):
+    """A finished run's files as main.py leaves them: config.json (when `loss` is given),
+    metrics.jsonl (two RL updates), summary.json; no eval json (a study whose evaluations
+    were not kept)."""
+    directory = os.path.join(out, arm, f"seed{seed}")
+    os.makedirs(directory)
+    if loss is not None:
+        config = {"seed": seed, "loss": {"kind": "grpo", "normalizer": "const", "decoupled": True, **loss},
+                  "rl": {"eta": 2}, "agent": {"train_step_limits": [6, 10, 14]}}
+        json.dump(config, open(os.path.join(directory, "config.json"), "w"))
+    with open(os.path.join(directory, "metrics.jsonl"), "w") as f:
+        for update, seconds in enumerate(wall, start=1):
+            f.write(json.dumps({"phase": "rl", "update": update, "wall_seconds": seconds, "clip_ratio": 0.01 * update,
+                                "memory_generic_key_share": memory_share, "collected_success_rate": 0.5}) + "\n")
+    json.dump(summary or {"success_before": 0.25, "success_after": 0.5, "interval_95_before": [0.1, 0.4],
+                          "interval_95_after": [0.3, 0.7]}, open(os.path.join(directory, "summary.json"), "w"))
+    return directory
+
+
+def test_a_study_without_its_file_is_read_from_its_runs_and_arms_that_differ_in_one_setting_pair_up(tmp_path):
+    out = str(tmp_path / "study")
+    fake_run(out, "const", 0, loss={}, memory_share=0.1)
+    fake_run(out, "const", 1, loss={}, memory_share=0.3)
+    fake_run(out, "traj", 0, loss={"normalizer": "traj"})              # logged no readable Memory
+    fake_run(out, "coupled", 0, loss={"decoupled": False}, memory_share=0.2)
+    report = studies.load_report(out)
+    assert json.load(open(os.path.join(out, "report.json"))) == json.loads(json.dumps(report))
+    assert os.path.exists(os.path.join(out, "report.md")) and os.path.exists(os.path.join(out, "report.png"))
+    arms = {arm["arm"]: arm for arm in report["arms"]}
+    assert sorted(arms) == ["const", "coupled", "traj"] and arms["const"]["seeds_finished"] == [0, 1]
+    # an arm's keys: where its config differs from the others' (the seed is no arm's key)
+    assert arms["traj"]["keys"] == {"loss.decoupled": True, "loss.normalizer": "traj"}
+    assert arms["coupled"]["settings"] == {"loss.kind": "grpo", "loss.normalizer": "const", "loss.decoupled": False,
+                                           "rl.eta": 2, "agent.train_step_limits": [6, 10, 14]}
+    assert arms["const"]["dynamics"]["memory_generic_key_share"] == pytest.approx(0.2)
+    assert arms["traj"]["dynamics"]["memory_generic_key_share"] is None          # no data: null, not 0
+    assert arms["const"]["dynamics"]["clip_ratio"] == pytest.approx(0.015)
+    assert arms["const"]["wall_seconds_per_update"] == pytest.approx(15.0)      # 30 s at update 2
+    # no eval json kept: nothing pooled, and each seed's own evaluation from its summary.json
+    assert arms["const"]["before"] == {"success": None, "interval_95": None, "episodes": 0}
+    assert arms["const"]["per_seed"][1] == {"seed": 1, "success_before": 0.25, "interval_95_before": [0.1, 0.4],
+                                            "success_after": 0.5, "interval_95_after": [0.3, 0.7]}
+    names = lambda pairs: [(a["arm"], b["arm"]) for a, b in pairs]
+    assert names(studies.paired_arms(report, "loss.normalizer")) == [("const", "traj")]
+    assert names(studies.paired_arms(report, "loss.decoupled")) == [("const", "coupled")]
+    assert studies.paired_arms(report, "rl.eta") == []
+
+
+def test_a_fresh_report_is_read_and_a_stale_one_rebuilt_from_the_study_it_names(tmp_path):
+    out = str(tmp_path / "decoupling_runs")
+    summary = fake_run(out, "coupled_eta2", 0) + "/summary.json"      # no config.json: the study file says
+    fake_run(out, "decoupled_eta2", 0)
+    path = os.path.join(out, "report.json")
+    json.dump({"study": "decoupling", "arms": []}, open(path, "w"))
+    os.utime(summary, (os.path.getmtime(path) - 10,) * 2)
+    assert studies.load_report(out) == {"study": "decoupling", "arms": []}   # newer than every run: as it is
+    os.utime(summary, (os.path.getmtime(path) + 10,) * 2)
+    report = studies.load_report(out)                                  # a run finished since: rebuilt
+    arms = {arm["arm"]: arm for arm in report["arms"]}
+    assert report["study"] == "decoupling" and list(arms) == list(studies.load_study(
+        os.path.join(studies.ROOT, "configs", "studies", "decoupling.py")).arms)
+    assert arms["coupled_eta2"]["seeds_finished"] == [0] and arms["coupled_eta4"]["seeds_finished"] == []
+    # settings: the arm's keys, then the study's FLAGS, then the base config's defaults
+    assert arms["coupled_eta2"]["settings"]["loss.decoupled"] is False and arms["coupled_eta2"]["settings"]["rl.eta"] == 2
+    assert arms["coupled_eta2"]["settings"]["loss.normalizer"] == "const" and arms["coupled_eta2"]["settings"]["loss.kind"] == "grpo"
+    base = studies.base_config("configs/warm_start.py")
+    assert arms["coupled_eta2"]["settings"]["agent.train_step_limits"] == list(base.agent.train_step_limits)
+    pairs = [(a["arm"], b["arm"]) for a, b in studies.paired_arms(report, "loss.decoupled")]
+    assert pairs == [("decoupled_eta2", "coupled_eta2"), ("decoupled_eta4", "coupled_eta4")]
