@@ -8,7 +8,9 @@ width (--hidden; 4 heads of 32, a 64-wide vision tower), so it fits a CPU: XLA's
 time follows the number of operations in the program, not the width of its arrays. For
 each depth it builds a Learner and an Engine on random weights and times, for each
 jitted function the first update or the first decode step compiles, `jit.lower(...)`
-(tracing and lowering to StableHLO) and `.compile()` (XLA) apart:
+(tracing and lowering to StableHLO) and `.compile()` (XLA) apart, the median of
+--repeats (JAX's caches cleared before each; compile times on a shared 2-core VM vary by
+tens of percent from one run to the next):
 - learner: `accumulate` (the loss and its gradient over one microbatch), `apply` (AdamW),
   `logprobs` (the proximal pass, compiled when an update takes several optimiser steps);
 - sampler: `decode` (one token for every slot, one attention window) and `prefill` (a
@@ -51,15 +53,23 @@ def narrow(config, hidden: int, layers: int):
     return dataclasses.replace(config, text=text, vision=vision)
 
 
+REPEATS = 3   # set by --repeats
+
+
 def timed_compile(jitted, *args, **kwargs) -> dict:
-    """Seconds to trace and lower, then to compile, one jitted function for these arguments."""
-    started = time.perf_counter()
-    lowered = jitted.lower(*args, **kwargs)
-    lowered_at = time.perf_counter()
-    lowered.compile()
-    compiled_at = time.perf_counter()
-    return {"lower_s": round(lowered_at - started, 2), "compile_s": round(compiled_at - lowered_at, 2),
-            "total_s": round(compiled_at - started, 2)}
+    """Seconds to trace and lower, then to compile, one jitted function for these arguments
+    (medians of REPEATS, each from cold caches)."""
+    times = []
+    for _ in range(REPEATS):
+        jax.clear_caches()
+        started = time.perf_counter()
+        lowered = jitted.lower(*args, **kwargs)
+        lowered_at = time.perf_counter()
+        lowered.compile()
+        times.append((lowered_at - started, time.perf_counter() - lowered_at))
+    lower, compile_ = (float(np.median(t)) for t in zip(*times))
+    return {"lower_s": round(lower, 2), "compile_s": round(compile_, 2), "total_s": round(lower + compile_, 2),
+            "totals_s": [round(a + b, 2) for a, b in times]}
 
 
 def learner_compile_times(model, args) -> dict:
@@ -111,7 +121,10 @@ def main() -> None:
     parser.add_argument("--capacity", type=int, default=1024)
     parser.add_argument("--bucket", type=int, default=256)
     parser.add_argument("--skip", default="", help="comma-separated parts to leave out: learner, sampler")
+    parser.add_argument("--repeats", type=int, default=3, help="compiles per function (the median is reported)")
     args = parser.parse_args()
+    global REPEATS
+    REPEATS = args.repeats
 
     config = preset(args.preset)
     depths = [int(d) for d in args.layers.split(",")] if args.layers else [config.text.num_layers]
@@ -122,7 +135,8 @@ def main() -> None:
                         rngs=nnx.Rngs(0))
         result = {"preset": args.preset, "text_layers": layers, "vision_blocks": narrowed.vision.depth,
                   "deepstack": list(narrowed.vision.deepstack_layers), "hidden": args.hidden, "remat": args.remat,
-                  "row_length": args.row_length, "images": args.images, "backend": jax.default_backend(),
+                  "row_length": args.row_length, "images": args.images, "repeats": args.repeats,
+                  "backend": jax.default_backend(),
                   "cpu_count": os.cpu_count(), "machine": platform.machine(), "jax": jax.__version__}
         if "learner" not in skip:
             result["learner"] = learner_compile_times(model, args)
