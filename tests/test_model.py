@@ -4,6 +4,7 @@ Every test builds a tiny random transformers Qwen3VLForConditionalGeneration, pe
 its weights (so a swapped or transposed tensor cannot hide behind ones and zeros), saves it,
 loads it with asyncwebrl.model.load_pretrained and compares logits on real tokens."""
 
+import dataclasses
 import json
 import math
 
@@ -292,6 +293,24 @@ def test_published_presets_have_the_published_sizes():
     assert round(count(abstract_model(preset("4b"), **model_options())) / 1e9, 1) == 4.4
     with pytest.raises(ValueError, match="unknown model preset"):
         preset("70b")
+
+
+def test_the_program_holds_one_layer_whatever_the_depth():
+    """Decoder layers and vision blocks run as scans over stacked parameters: the lowered
+    forward (with an image, rematerialised) holds one layer's and one block's body however
+    deep the model is; unrolled, 24 layers and 12 blocks made it several times longer."""
+    pixels, grids = image_batch([(64, 64)])
+    ids = np.array([with_images(b"deep ", grids)])
+
+    def program_length(layers, blocks):
+        base = preset("tiny")
+        config = dataclasses.replace(base, text=dataclasses.replace(base.text, num_layers=layers),
+                                     vision=dataclasses.replace(base.vision, depth=blocks))
+        graphdef, params = nnx.split(abstract_model(config, **model_options(remat="full")))
+        inputs = model_inputs.from_hf_kwargs(config, ids, None, pixels, grids, (ids == IMG).astype(np.int64))
+        return len(jax.jit(lambda p, x: nnx.merge(graphdef, p).forward(x)).lower(params, inputs).as_text())
+
+    assert program_length(24, 12) < 1.05 * program_length(3, 3)
 
 
 @pytest.mark.parametrize("policy", ["full", "mlp", "dots"])
