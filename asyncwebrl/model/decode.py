@@ -3,11 +3,11 @@ per row that reads each row only up to its own length, in one layer of the cache
 
 Why it exists: the scanned decoder carries the cache of every layer as one [L, B, K, S, H]
 array. jax's stock decode kernel (pallas/ops/gpu/decode_attention.py, used before the
-layers were scanned) takes one layer's [B, S, K, H]; handing it `keys[layer]` from inside
-the scan makes XLA copy the layer's whole cache (every slot, every position up to the
-capacity) into a buffer of its own in every layer of every step, the very traffic the
-kernel exists to avoid. This kernel takes the stacked arrays and the layer's index and
-reads that layer's blocks where they lie.
+layers were scanned) takes one layer's [B, S, K, H]. A kernel's operand is a whole buffer,
+so handing it `keys[layer]` from inside the scan would make XLA materialise the layer's
+whole cache (every slot, every position up to the capacity) as a buffer of its own, in
+every layer of every step: the very traffic the kernel exists to avoid. This kernel takes
+the stacked arrays and the layer's index and reads that layer's blocks where they lie.
 
 The kernel is the stock one's algorithm: one program per (row, kv head, split) of the
 positions; a program visits the 128-position blocks of its split that lie below the row's
@@ -31,6 +31,7 @@ from jax.experimental.pallas import triton as plgpu
 MASKED = -1e30              # finite: a split that sees nothing keeps a finite maximum
 LOG2_E = math.log2(math.e)  # e^x = 2^(x log2 e)
 MIN_ROWS = 16               # Triton's smallest dot
+BLOCK = 128                 # positions per visited block (the capacity is whole blocks)
 
 
 def _dot(a, b):
@@ -40,8 +41,9 @@ def _dot(a, b):
 
 def _split_kernel(layer_ref, visible_ref, q_ref, k_ref, v_ref, out_ref, max_ref, sum_ref, *, block: int,
                   scale: float):
-    """One (row, kv head, split): q_ref [G, H]; k_ref, v_ref [L, split, H] (this row's and
-    head's split of every layer); reads layer layer_ref[()] up to visible_ref[()]."""
+    """One (row, kv head, split): q_ref [rows, H] (the head's query group, zero-padded);
+    k_ref, v_ref [L, split, H] (this row's and head's split of every layer); reads layer
+    layer_ref[()] up to position visible_ref[()]."""
     split = k_ref.shape[1]
     layer = layer_ref[()]
     start = pl.program_id(2) * split
@@ -81,8 +83,7 @@ def _decode_attention(q, keys, values, layer, visible, interpret: bool):
     _, _, kv_heads, capacity, _ = keys.shape
     groups = n // kv_heads
     rows = max(MIN_ROWS, pl.next_power_of_2(groups))
-    block = 128 if capacity % 128 == 0 else capacity
-    splits = splits_of(capacity, block)
+    splits = splits_of(capacity, BLOCK)
     split = capacity // splits
     queries = q.reshape(b, kv_heads, groups, h)
     queries = jnp.pad(queries, ((0, 0), (0, 0), (0, rows - groups), (0, 0)))   # zero rows: outputs unused
@@ -90,7 +91,7 @@ def _decode_attention(q, keys, values, layer, visible, interpret: bool):
     cache_split = pl.BlockSpec((layers, None, None, split, h), lambda row, head, part: (0, row, head, part, 0))
     stats = pl.BlockSpec((None, None, None, rows), lambda row, head, part: (row, head, part, 0))
     out, running_max, total = pl.pallas_call(
-        functools.partial(_split_kernel, block=block, scale=h**-0.5),
+        functools.partial(_split_kernel, block=BLOCK, scale=h**-0.5),
         grid=(b, kv_heads, splits),
         in_specs=[pl.BlockSpec((None,), lambda row, head, part: (0,)),
                   pl.BlockSpec((None,), lambda row, head, part: (row,)),
@@ -117,9 +118,11 @@ def decode_attention(q, keys, values, layer, visible, *, interpret: bool | None 
     cache, this step's token already written); layer: the int32 layer to read; row b sees
     its first visible[b] >= 1 positions, and blocks past them are never read.
 
-    S should be a multiple of 128 (the engine allocates whole 512s, which keep at least
-    four splits per row); interpret (default: on CPU) runs the Pallas interpreter."""
+    S must be a multiple of 128 (the engine allocates whole 512s, which keep at least four
+    splits per row); interpret (default: on CPU) runs the Pallas interpreter."""
     if visible.shape != (q.shape[0],) or q.shape[1] != 1:
         raise ValueError(f"decode_attention takes one token per row, got q {q.shape} and visible {visible.shape}")
+    if keys.shape[3] % BLOCK:
+        raise ValueError(f"the cache capacity {keys.shape[3]} must be a multiple of {BLOCK} for the decode kernel")
     return _decode_attention(q, keys, values, layer, visible,
                              interpret=jax.default_backend() == "cpu" if interpret is None else interpret)

@@ -60,7 +60,8 @@ class LayerCache:
 
     def write(self, k, v) -> "LayerCache":
         """The new tokens' keys and values, k and v [B, T, K, H], written into this layer's
-        slice at each row's start (a scatter of B x T vectors: the rest stays in place)."""
+        slice at each row's start (a scatter of B x T vectors: the rest stays in place).
+        Positions past the capacity would be dropped: the engine never writes there."""
         rows = jnp.arange(k.shape[0])[:, None]
         positions = self.starts[:, None] + jnp.arange(k.shape[1])[None, :]
         # the advanced indices (layer, rows, positions) broadcast to [B, T] and lead the
