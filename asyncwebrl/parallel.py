@@ -6,6 +6,9 @@ asyncwebrl.model.layers); `param_shardings` turns those names into NamedSharding
 - learner: weights sharded FSDP x tensor, batch over data x fsdp;
 - sampler: weights sharded over tensor only (every data replica holds a full copy).
 A dimension that the mesh axes do not divide evenly stays replicated rather than fail.
+Stacked layer parameters (and the KV cache) lead with the logical axis "layers"
+(asyncwebrl.model.layers.LAYERS), which no rule names: every device holds its shard of
+every layer, as the scan over layers reads one layer after another.
 """
 
 from __future__ import annotations

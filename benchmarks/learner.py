@@ -94,7 +94,7 @@ def matmul_parameters(model) -> tuple[int, int]:
     def count(module):
         return sum(math.prod(x.shape) for x in jax.tree.leaves(nnx.state(module, nnx.Param)))
     config = model.config
-    text = sum(count(layer) for layer in model.layers) + config.text.vocab_size * config.text.hidden_size
+    text = count(model.layers) + config.text.vocab_size * config.text.hidden_size   # the layers are stacked
     return text, count(model.visual) - math.prod(model.visual.pos_embed.shape)
 
 

@@ -360,7 +360,7 @@ def test_sharded_update_equals_single_device():
     single = Learner(tiny_model(), settings(packing=shape, optimizer=smooth))
     sharded = Learner(tiny_model(), settings(packing=shape, optimizer=smooth),
                       mesh=make_mesh({"data": 1, "fsdp": 4, "tensor": 2}))
-    gate = sharded.params["layers"][0]["gate_proj"]["kernel"][...]
+    gate = sharded.params["layers"]["gate_proj"]["kernel"][...]
     assert len(gate.sharding.device_set) == 8
     for _ in range(2):
         a, b = single.update(rows), sharded.update(rows)
@@ -403,7 +403,7 @@ def test_restore_onto_another_mesh(tmp_path):
     with CheckpointStore(tmp_path / "c", keep=bare().train.keep_checkpoints) as store:
         state, _, _ = store.restore(sharded.state)
     sharded.restore(state)
-    kernel = sharded.params["layers"][0]["gate_proj"]["kernel"][...]
+    kernel = sharded.params["layers"]["gate_proj"]["kernel"][...]
     assert len(kernel.sharding.device_set) == 8
     for a, b in zip(params_of(learner), params_of(sharded)):
         np.testing.assert_array_equal(a, b)

@@ -4,6 +4,7 @@ Every test builds a tiny random transformers Qwen3VLForConditionalGeneration, pe
 its weights (so a swapped or transposed tensor cannot hide behind ones and zeros), saves it,
 loads it with asyncwebrl.model.load_pretrained and compares logits on real tokens."""
 
+import dataclasses
 import json
 import math
 
@@ -251,9 +252,9 @@ def test_sharded_forward_equals_single_device(pair, rules):
     mesh = make_mesh({"data": 1, "fsdp": 4, "tensor": 2})
     sharded = load_pretrained(directory, **pretrained_options(), mesh=mesh, rules=rules)
     single = load_pretrained(directory, **pretrained_options())
-    kernel = sharded.layers[0].gate_proj.kernel[...]
+    kernel = sharded.layers.gate_proj.kernel[...]   # [layers, embed, mlp]: the layers axis is never split
     assert len(kernel.sharding.device_set) == 8
-    expected_shard = (64 // 4 if rules is LEARNER_RULES else 64, 96 // 2)
+    expected_shard = (kernel.shape[0], 64 // 4 if rules is LEARNER_RULES else 64, 96 // 2)
     assert kernel.addressable_shards[0].data.shape == expected_shard
 
     pixels, grids = image_batch([(96, 96), (64, 128)], seed=5)
@@ -294,6 +295,24 @@ def test_published_presets_have_the_published_sizes():
         preset("70b")
 
 
+def test_the_program_holds_one_layer_whatever_the_depth():
+    """Decoder layers and vision blocks run as scans over stacked parameters: the lowered
+    forward (with an image, rematerialised) holds one layer's and one block's body however
+    deep the model is; unrolled, 24 layers and 12 blocks made it several times longer."""
+    pixels, grids = image_batch([(64, 64)])
+    ids = np.array([with_images(b"deep ", grids)])
+
+    def program_length(layers, blocks):
+        base = preset("tiny")
+        config = dataclasses.replace(base, text=dataclasses.replace(base.text, num_layers=layers),
+                                     vision=dataclasses.replace(base.vision, depth=blocks))
+        graphdef, params = nnx.split(abstract_model(config, **model_options(remat="full")))
+        inputs = model_inputs.from_hf_kwargs(config, ids, None, pixels, grids, (ids == IMG).astype(np.int64))
+        return len(jax.jit(lambda p, x: nnx.merge(graphdef, p).forward(x)).lower(params, inputs).as_text())
+
+    assert program_length(24, 12) < 1.05 * program_length(3, 3)
+
+
 @pytest.mark.parametrize("policy", ["full", "mlp", "dots"])
 def test_remat_changes_memory_not_gradients(pair, policy):
     """Rematerialised decoder layers and vision blocks give the gradients of stored activations."""
@@ -320,7 +339,7 @@ def test_bfloat16_compute_tracks_float32(pair, param_dtype):
     and pick the same next token almost everywhere."""
     reference, model, directory = pair
     low = load_pretrained(directory, **pretrained_options(dtype=param_dtype, compute_dtype=jnp.bfloat16))
-    assert low.layers[0].gate_proj.kernel[...].dtype == param_dtype
+    assert low.layers.gate_proj.kernel[...].dtype == param_dtype
     pixels, grids = image_batch([(96, 128)], seed=6)
     ids = np.array([with_images(b"Precision ", grids)])
     kwargs = dict(input_ids=ids, pixel_values=pixels, image_grid_thw=grids, mm_token_type_ids=(ids == IMG).astype(int))

@@ -326,7 +326,7 @@ def test_tensor_parallel_engine_matches_one_device(pair):
     with Engine(model, settings, mesh=make_mesh({"fsdp": 4, "tensor": 2})) as engine:
         futures = [engine.submit(r) for r in requests]
         sharded = [f.result(timeout=300) for f in futures]
-        assert len(engine._cache.keys[0].sharding.device_set) == 8
+        assert len(engine._cache.keys.sharding.device_set) == 8
     for a, b in zip(single, sharded):
         np.testing.assert_array_equal(a.tokens, b.tokens)
         np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-4)

@@ -108,6 +108,8 @@ def check_config(config: ModelConfig) -> None:
     if len(vision.deepstack_layers) > text.num_layers or any(not 0 <= i < vision.depth for i in vision.deepstack_layers):
         problems.append(f"deepstack_layers={vision.deepstack_layers} must index vision blocks (depth {vision.depth}) "
                         f"and be no more than the {text.num_layers} text layers")
+    if list(vision.deepstack_layers) != sorted(set(vision.deepstack_layers)):
+        problems.append(f"deepstack_layers={vision.deepstack_layers} must increase (tap j feeds text layer j)")
     side = round(vision.num_position_embeddings**0.5)
     if side * side != vision.num_position_embeddings:
         problems.append(f"num_position_embeddings={vision.num_position_embeddings} must be a perfect square")

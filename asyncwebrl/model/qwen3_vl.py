@@ -16,8 +16,9 @@ from flax import nnx
 
 from asyncwebrl.model.config import ModelConfig
 from asyncwebrl.model.inputs import ModelInputs, VisionFeatures, VisionInputs, from_hf_kwargs
-from asyncwebrl.model.layers import ATTENTION_IMPLEMENTATIONS, INIT_STD, Compute, Einsum, RMSNorm
-from asyncwebrl.model.text import DecoderLayer, KVCache, mrope_angles
+from asyncwebrl.model.layers import (ATTENTION_IMPLEMENTATIONS, INIT_STD, Compute, Einsum, RMSNorm, scan_layers,
+                                     stack_layers)
+from asyncwebrl.model.text import DecoderLayer, KVCache, LayerCache, mrope_angles
 from asyncwebrl.model.vision import VisionTower
 
 REMAT_POLICIES = {
@@ -46,7 +47,8 @@ class Qwen3VL(nnx.Module):
         table = jax.random.normal(rngs.params(), (text.vocab_size, text.hidden_size), jnp.float32) * INIT_STD
         self.embed = nnx.Param(table.astype(compute.param_dtype), axes=("vocab", "embed"))
         self.visual = VisionTower(config.vision, compute, rngs, remat_policy=REMAT_POLICIES[remat])
-        self.layers = nnx.List([DecoderLayer(text, compute, rngs) for _ in range(text.num_layers)])
+        # every decoder layer's parameters stacked along a leading "layers" axis, run by one scan
+        self.layers = stack_layers([DecoderLayer(text, compute, rngs) for _ in range(text.num_layers)])
         self.norm = RMSNorm(text.hidden_size, "embed", eps=text.rms_norm_eps, compute=compute)
         self.lm_head = nnx.data(None)  # tied: the logits reuse the embedding table
         if not config.tie_word_embeddings:
@@ -86,28 +88,26 @@ class Qwen3VL(nnx.Module):
         x, deepstack = self.embed_inputs(inputs, features)
         angles = mrope_angles(inputs.positions, self.config.text)
         if cache is None:
-            mask, starts = inputs.segment_ids, None
+            mask, starts, keys, values = inputs.segment_ids, None, None, None
         else:
             mask, starts = cache_attention_mask(inputs.segment_ids, cache), cache.lengths
-        new_keys, new_values = [], []
-        for index, layer in enumerate(self.layers):
-            cache_kv = None if cache is None else (cache.keys[index], cache.values[index])
-            x, cache_kv = self._run_layer(layer, x, angles, mask, cache_kv, starts)
-            if cache_kv is not None:
-                new_keys.append(cache_kv[0])
-                new_values.append(cache_kv[1])
-            if index < len(deepstack):
-                x = x + deepstack[index]
+            keys, values = cache.keys, cache.values
+
+        def step(layer, carry, index):
+            x, keys, values = carry
+            if keys is None:
+                x, _ = layer(x, angles, mask)
+            else:   # the cache rides in the carry: each layer updates its own slice in place
+                x, written = layer(x, angles, mask, LayerCache(keys=keys, values=values, layer=index, starts=starts))
+                keys, values = written.keys, written.values
+            return add_deepstack(x, deepstack, index), keys, values
+
+        x, keys, values = scan_layers(self.layers, step, (x, keys, values), jnp.arange(self.config.text.num_layers),
+                                      remat_policy=REMAT_POLICIES[self.remat])
         if cache is not None:
-            cache = KVCache(keys=new_keys, values=new_values,
+            cache = KVCache(keys=keys, values=values,
                             lengths=cache.lengths + (inputs.segment_ids != 0).sum(-1).astype(jnp.int32))
         return self.norm(x), cache
-
-    def _run_layer(self, layer, x, angles, mask, cache_kv, starts):
-        if self.remat == "none":
-            return layer(x, angles, mask, cache_kv, starts)
-        run = nnx.remat(lambda lyr, *args: lyr(*args), policy=REMAT_POLICIES[self.remat])
-        return run(layer, x, angles, mask, cache_kv, starts)
 
     def encode_images(self, vision: VisionInputs) -> VisionFeatures:
         """The vision tower's output, flattened: image i's token j sits at i * P/4 + j."""
@@ -117,11 +117,12 @@ class Qwen3VL(nnx.Module):
 
     def embed_inputs(self, inputs: ModelInputs, features: VisionFeatures | None = None):
         """Token embeddings with vision tokens placed at the image placeholders, and the
-        DeepStack features as full-length [B, L, D] additions (zero off the images)."""
+        DeepStack features as full-length additions [k, B, L, D] (zero off the images; None
+        without images)."""
         x = self.embed[...][inputs.tokens].astype(self.dtype)
         if features is None:
             if inputs.vision is None:
-                return x, []
+                return x, None
             features = self.encode_images(inputs.vision)
         is_vision = (inputs.vision_source >= 0)[..., None]
         source = jnp.maximum(inputs.vision_source, 0)
@@ -130,7 +131,10 @@ class Qwen3VL(nnx.Module):
             return flat[source].astype(self.dtype)
 
         x = jnp.where(is_vision, scatter(features.tokens), x)
-        return x, [jnp.where(is_vision, scatter(f), 0).astype(self.dtype) for f in features.deepstack]
+        if not features.deepstack:
+            return x, None
+        deepstack = jnp.stack(features.deepstack)[:, source].astype(self.dtype)  # [k, N, D] -> [k, B, L, D]
+        return x, jnp.where(is_vision[None], deepstack, 0)
 
     def logits(self, hidden):
         """[B, L, D] -> [B, L, vocab] in float32."""
@@ -139,6 +143,24 @@ class Qwen3VL(nnx.Module):
             return jnp.einsum("btd,vd->btv", hidden, table, preferred_element_type=jnp.float32)
         kernel = self.lm_head.kernel[...].astype(self.dtype)
         return jnp.einsum("btd,dv->btv", hidden, kernel, preferred_element_type=jnp.float32)
+
+
+def add_deepstack(x, deepstack, layer):
+    """x after decoder layer `layer`, plus that layer's DeepStack feature: the first k
+    layers have one (deepstack [k, B, L, D]), the others none.
+
+    Why an index into the k features rather than other ways of feeding them to the scan:
+    scan xs would need all [num_layers, B, L, D] (zeros past k); two scans (the first k
+    layers, then the rest) would slice the stacked weights, and XLA copies each slice
+    before its loop (the whole decoder's weights, once more, in every forward) and compiles
+    two bodies. Read by index, the k features are what the unrolled decoder held, and the
+    gradient goes back as an in-place accumulation into one slice per layer (XLA turns
+    add(g, dynamic-update-slice(0, d, i)) into an update of g's slice i)."""
+    if deepstack is None:
+        return x
+    depth = deepstack.shape[0]
+    feature = jax.lax.dynamic_index_in_dim(deepstack, jnp.minimum(layer, depth - 1), keepdims=False)
+    return x + jnp.where(layer < depth, feature, 0).astype(x.dtype)
 
 
 def cache_attention_mask(segment_ids, cache: KVCache):

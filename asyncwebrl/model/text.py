@@ -28,35 +28,59 @@ def mrope_angles(positions, cfg: TextConfig):
 
 @struct.dataclass
 class KVCache:
-    """Keys and values of every layer for B rows of up to S tokens each.
+    """Keys and values of every layer for B rows of up to S tokens each, stacked along a
+    leading layers axis as the layers' parameters are: the scanned decoder carries the two
+    arrays whole and each layer writes and reads its own slice, in place.
 
-    Layout [B, K, S, H] (heads before positions): a decode step's attention is then a
+    Layout [L, B, K, S, H] (heads before positions): a decode step's attention is then a
     plain batched matmul over (B, K) that reads the cache where it lies; [B, S, K, H]
     made XLA transpose the whole cache in every layer of every step."""
-    keys: list                 # per layer [B, K, S, H]
-    values: list               # per layer [B, K, S, H]
+    keys: jnp.ndarray          # [L, B, K, S, H]
+    values: jnp.ndarray        # [L, B, K, S, H]
     lengths: jnp.ndarray       # [B] int32: tokens already written per row
 
     @classmethod
     def empty(cls, cfg: TextConfig, batch: int, capacity: int, dtype=jnp.bfloat16) -> "KVCache":
-        shape = (batch, cfg.num_kv_heads, capacity, cfg.head_dim)
-        return cls(keys=[jnp.zeros(shape, dtype) for _ in range(cfg.num_layers)],
-                   values=[jnp.zeros(shape, dtype) for _ in range(cfg.num_layers)],
-                   lengths=jnp.zeros((batch,), jnp.int32))
+        shape = (cfg.num_layers, batch, cfg.num_kv_heads, capacity, cfg.head_dim)
+        return cls(keys=jnp.zeros(shape, dtype), values=jnp.zeros(shape, dtype), lengths=jnp.zeros((batch,), jnp.int32))
 
     @property
     def capacity(self) -> int:
-        return self.keys[0].shape[2]
+        return self.keys.shape[3]
 
 
-def write_rows(buffer, new, starts):
-    """buffer [B, K, S, H] with new [B, T, K, H] written at per-row positions starts [B]."""
-    new = new.swapaxes(1, 2).astype(buffer.dtype)  # [B, K, T, H]: only the new tokens move
-    return jax.vmap(lambda buf, x, s: jax.lax.dynamic_update_slice_in_dim(buf, x, s, 1))(buffer, new, starts)
+@struct.dataclass
+class LayerCache:
+    """One layer's place in the stacked cache, inside the scan over layers: the whole
+    [L, B, K, S, H] arrays, the layer's index and where each row's new tokens go."""
+    keys: jnp.ndarray          # [L, B, K, S, H]
+    values: jnp.ndarray        # [L, B, K, S, H]
+    layer: jnp.ndarray         # int32 scalar
+    starts: jnp.ndarray        # [B] int32: tokens already written per row
+
+    def write(self, k, v) -> "LayerCache":
+        """The new tokens' keys and values, k and v [B, T, K, H], written into this layer's
+        slice at each row's start (a scatter of B x T vectors: the rest stays in place).
+        Positions past the capacity would be dropped: the engine never writes there."""
+        rows = jnp.arange(k.shape[0])[:, None]
+        positions = self.starts[:, None] + jnp.arange(k.shape[1])[None, :]
+        # the advanced indices (layer, rows, positions) broadcast to [B, T] and lead the
+        # indexed shape, followed by the sliced K and H: [B, T, K, H], k's own layout;
+        # they are sorted and distinct, which XLA may use to write them in parallel
+        def put(buffer, new):
+            return buffer.at[self.layer, rows, :, positions].set(new.astype(buffer.dtype), indices_are_sorted=True,
+                                                                  unique_indices=True)
+        return self.replace(keys=put(self.keys, k), values=put(self.values, v))
+
+    def layer_keys(self):
+        return jax.lax.dynamic_index_in_dim(self.keys, self.layer, keepdims=False)
+
+    def layer_values(self):
+        return jax.lax.dynamic_index_in_dim(self.values, self.layer, keepdims=False)
 
 
 def cached_attention(q, keys, values, allowed):
-    """q: [B, T, N, H]; keys, values: [B, K, S, H] (cache layout); allowed: [B, T, S]."""
+    """q: [B, T, N, H]; keys, values: [B, K, S, H] (one layer of the cache); allowed: [B, T, S]."""
     b, t, n, h = q.shape
     kv_heads = keys.shape[1]
     q = q.reshape(b, t, kv_heads, n // kv_heads, h)
@@ -64,26 +88,6 @@ def cached_attention(q, keys, values, allowed):
     scores = jnp.where(allowed[:, None, None, :, :], scores, MASKED)
     weights = jax.nn.softmax(scores, axis=-1).astype(q.dtype)
     return jnp.einsum("bkgts,bksh->btkgh", weights, values.astype(q.dtype)).reshape(b, t, n, h)
-
-
-def decode_attention(q, keys, values, visible):
-    """One new token per row, Pallas GPU kernel: q [B, 1, N, H]; keys, values [B, K, S, H];
-    row b sees its first visible[b] positions, and blocks past them are never read, so a
-    step costs the tokens in use rather than the capacity (cached_attention reads all S).
-
-    The kernel splits S into k_splits parts of whole 128-position blocks; capacities that
-    are a multiple of 512 keep at least four parts (the engine allocates such)."""
-    from jax.experimental.pallas.ops.gpu.decode_attention import gqa  # GPU kernel; imported only when asked for
-
-    b, _, n, h = q.shape
-    capacity = keys.shape[2]
-    block = 128 if capacity % 128 == 0 else capacity
-    splits = max(d for d in range(1, 17) if (capacity // block) % d == 0)
-    # gqa takes [B, S, K, H] and transposes to [B, K, S, H] inside: the two swaps cancel
-    out = gqa(q[:, 0], keys.swapaxes(1, 2).astype(q.dtype), values.swapaxes(1, 2).astype(q.dtype),
-              kv_seq_len=visible.astype(jnp.int32), sm_scale=h**-0.5, block_k=block, k_splits=splits,
-              interpret=jax.default_backend() == "cpu")
-    return out.reshape(b, 1, n, h)
 
 
 class Attention(nnx.Module):
@@ -100,22 +104,24 @@ class Attention(nnx.Module):
         self.q_norm = RMSNorm(h, "head_dim", eps=cfg.rms_norm_eps, compute=compute)
         self.k_norm = RMSNorm(h, "head_dim", eps=cfg.rms_norm_eps, compute=compute)
 
-    def __call__(self, x, angles, mask, cache_kv=None, cache_starts=None):
+    def __call__(self, x, angles, mask, cache: LayerCache | None = None):
         """x: [B, T, D]; angles: [B, T, head_dim/2].
 
         Without a cache, mask is the segment ids [B, T] (causal attention inside a segment).
-        With one, this step's keys and values are written into the cache rows at
-        `cache_starts` first, and mask is [B, T, S]: which cache slots each token sees."""
+        With one, this step's keys and values are written into the layer's cache rows at
+        `cache.starts` first, and mask is [B, T, S]: which cache slots each token sees."""
         q = rotate(self.q_norm(self.q_proj(x)), angles)
         k = rotate(self.k_norm(self.k_proj(x)), angles)
         v = self.v_proj(x)
-        if cache_kv is None:
+        if cache is None:
             return self.o_proj(segment_attention(q, k, v, mask, causal=True, implementation=self.implementation)), None
-        k = write_rows(cache_kv[0], k, cache_starts)
-        v = write_rows(cache_kv[1], v, cache_starts)
+        cache = cache.write(k, v)
         if self.implementation == "pallas" and q.shape[1] == 1:   # a decode step: read each row's own length
-            return self.o_proj(decode_attention(q, k, v, jnp.minimum(cache_starts + 1, k.shape[2]))), (k, v)
-        return self.o_proj(cached_attention(q, k, v, mask)), (k, v)
+            from asyncwebrl.model.decode import decode_attention  # the GPU kernel; imported only when asked for
+
+            visible = jnp.minimum(cache.starts + 1, cache.keys.shape[3])
+            return self.o_proj(decode_attention(q, cache.keys, cache.values, cache.layer, visible)), cache
+        return self.o_proj(cached_attention(q, cache.layer_keys(), cache.layer_values(), mask)), cache
 
 
 class DecoderLayer(nnx.Module):
@@ -128,10 +134,10 @@ class DecoderLayer(nnx.Module):
         self.up_proj = Einsum("btd,df->btf", (d, f), ("embed", "mlp"), compute=compute, rngs=rngs)
         self.down_proj = Einsum("btf,fd->btd", (f, d), ("mlp", "embed"), compute=compute, rngs=rngs)
 
-    def __call__(self, x, angles, mask, cache_kv=None, cache_starts=None):
-        attended, cache_kv = self.attn(self.input_norm(x), angles, mask, cache_kv, cache_starts)
+    def __call__(self, x, angles, mask, cache: LayerCache | None = None):
+        attended, cache = self.attn(self.input_norm(x), angles, mask, cache)
         x = x + attended
         h = self.post_attention_norm(x)
         gate = checkpoint_name(self.gate_proj(h), "mlp_gate")  # names for the "mlp" remat policy
         up = checkpoint_name(self.up_proj(h), "mlp_up")
-        return x + self.down_proj(jax.nn.silu(gate) * up), cache_kv
+        return x + self.down_proj(jax.nn.silu(gate) * up), cache

@@ -7,12 +7,15 @@ image, which is what transformers' per-image `cu_seqlens` does.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from asyncwebrl.model.config import VisionConfig
 from asyncwebrl.model.inputs import VisionInputs, still_patch_pixels
-from asyncwebrl.model.layers import Compute, Einsum, LayerNorm, gelu_exact, gelu_tanh, inverse_frequencies, rotate, segment_attention
+from asyncwebrl.model.layers import (Compute, Einsum, LayerNorm, gelu_exact, gelu_tanh, inverse_frequencies, rotate,
+                                     scan_layers, segment_attention, stack_layers)
 
 
 class VisionBlock(nnx.Module):
@@ -75,7 +78,8 @@ class VisionTower(nnx.Module):
                                   compute=compute, rngs=rngs)
         table = jnp.zeros((cfg.num_position_embeddings, d), jnp.float32)
         self.pos_embed = nnx.Param(table.astype(compute.param_dtype), axes=(None, "vision_embed"))
-        self.blocks = nnx.List([VisionBlock(cfg, compute, rngs) for _ in range(cfg.depth)])
+        # every block's parameters stacked along a leading "layers" axis, run by one scan
+        self.blocks = stack_layers([VisionBlock(cfg, compute, rngs) for _ in range(cfg.depth)])
         self.merger = PatchMerger(cfg, postshuffle_norm=False, compute=compute, rngs=rngs)
         self.deepstack_mergers = nnx.List([PatchMerger(cfg, postshuffle_norm=True, compute=compute, rngs=rngs)
                                            for _ in cfg.deepstack_layers])
@@ -98,12 +102,30 @@ class VisionTower(nnx.Module):
         x = x + jnp.einsum("ipkd,ipk->ipd", table, vision.interp_weight).astype(x.dtype)
         angles = self.rotary_angles(vision.rope_hw)
         valid = vision.patch_valid.astype(jnp.int32)
-        run = lambda blk, *args: blk(*args)  # noqa: E731
-        if self.remat_policy is not None:
-            run = nnx.remat(run, policy=self.remat_policy)
-        deepstack = []
-        for index, block in enumerate(self.blocks):
-            x = run(block, x, angles, valid)
-            if index in self.cfg.deepstack_layers:
-                deepstack.append(self.deepstack_mergers[self.cfg.deepstack_layers.index(index)](x))
-        return self.merger(x), deepstack
+        taps = jnp.zeros((len(self.cfg.deepstack_layers), *x.shape), x.dtype)
+
+        def step(block, carry, index):
+            x, taps = carry
+            x = block(x, angles, valid)
+            return x, record_tap(taps, x, index, self.cfg.deepstack_layers)
+
+        x, taps = scan_layers(self.blocks, step, (x, taps), jnp.arange(self.cfg.depth), remat_policy=self.remat_policy)
+        return self.merger(x), [merger(tap) for merger, tap in zip(self.deepstack_mergers, taps)]
+
+
+def record_tap(taps, x, block, tapped: tuple[int, ...]):
+    """taps [k, I, P, D] with x written at slot j if `block` is tapped[j] (else unchanged).
+
+    Why the block outputs the DeepStack mergers read travel in the scan's carry: the taps
+    lie inside the tower (blocks 8, 16, 24 of 27 in 8B), so the alternatives were scan
+    outputs (every block's [I, P, D], kept until the mergers ran) or one scan per stretch
+    between taps (XLA copies each stretch's slice of the stacked weights, and compiles a
+    body per stretch). Here one slot moves per block: slot j is read and written back
+    whole (the nearest tap at or after the block), and since a tap's value enters only
+    linearly, the backward pass keeps no copy of the taps per block."""
+    if not tapped:
+        return taps
+    order = jnp.asarray(np.asarray(tapped, np.int32))
+    slot = jnp.minimum(jnp.searchsorted(order, block), len(tapped) - 1)
+    current = jax.lax.dynamic_index_in_dim(taps, slot, keepdims=False)
+    return jax.lax.dynamic_update_index_in_dim(taps, jnp.where(order[slot] == block, x, current), slot, 0)

@@ -11,6 +11,12 @@ Our kernels keep named einsum layouts ([in..., out...]); transformers keeps nn.L
 [out, in] and a Conv3d patch embedding. Every conversion below is a transpose or a
 reshape that only splits or merges adjacent dimensions, so on load it stays a view of
 the memory map until a device slice is copied out.
+
+Our decoder layers and vision blocks are stacked (one parameter per kind, with a leading
+layers axis: asyncwebrl.model.layers.stack_layers); transformers keeps one tensor per
+layer (`model.language_model.layers.{i}....`). A Tensor names its layer, and a stacked
+parameter is assembled on load from its layers' tensors (each device slice from the
+layers' memory maps) and cut back into them on save.
 """
 
 from __future__ import annotations
@@ -96,11 +102,16 @@ def checkpoint_tensors(directory) -> dict[str, np.ndarray]:
 
 @dataclasses.dataclass(frozen=True)
 class Tensor:
-    """One transformers tensor <-> one of our parameters."""
+    """One transformers tensor <-> one of our parameters (or one layer's slice of a stacked one)."""
     hf_name: str
     path: tuple            # our nnx state path
     layout: str            # "same" (reshape only), "linear" ([out, in]), "conv" (Conv3d)
     inputs: int = 1        # leading input dimensions of our kernel (2 for [heads, head_dim, out])
+    layer: int | None = None  # the index along a stacked parameter's leading layers axis
+
+    def layer_shape(self, shape) -> tuple[int, ...]:
+        """The shape of this tensor's part of our parameter of `shape`."""
+        return tuple(shape[1:] if self.layer is not None else shape)
 
     def to_ours(self, hf: np.ndarray, shape) -> np.ndarray:
         if self.layout == "linear":
@@ -121,14 +132,14 @@ class Tensor:
         return self.to_hf(np.empty(shape, np.int8), config).shape
 
 
-def _linear(hf: str, path: tuple, inputs: int = 1, bias: bool = False) -> list[Tensor]:
-    tensors = [Tensor(f"{hf}.weight", path + ("kernel",), "linear", inputs)]
-    return tensors + ([Tensor(f"{hf}.bias", path + ("bias",), "same")] if bias else [])
+def _linear(hf: str, path: tuple, inputs: int = 1, bias: bool = False, layer: int | None = None) -> list[Tensor]:
+    tensors = [Tensor(f"{hf}.weight", path + ("kernel",), "linear", inputs, layer)]
+    return tensors + ([Tensor(f"{hf}.bias", path + ("bias",), "same", layer=layer)] if bias else [])
 
 
-def _norm(hf: str, path: tuple, bias: bool = False) -> list[Tensor]:
-    tensors = [Tensor(f"{hf}.weight", path + ("scale",), "same")]
-    return tensors + ([Tensor(f"{hf}.bias", path + ("bias",), "same")] if bias else [])
+def _norm(hf: str, path: tuple, bias: bool = False, layer: int | None = None) -> list[Tensor]:
+    tensors = [Tensor(f"{hf}.weight", path + ("scale",), "same", layer=layer)]
+    return tensors + ([Tensor(f"{hf}.bias", path + ("bias",), "same", layer=layer)] if bias else [])
 
 
 def _merger(hf: str, path: tuple) -> list[Tensor]:
@@ -141,18 +152,18 @@ def tensor_map(config: ModelConfig) -> list[Tensor]:
     tensors = [Tensor(f"{text}.embed_tokens.weight", ("embed",), "same"),
                *_norm(f"{text}.norm", ("norm",))]
     for i in range(config.text.num_layers):
-        hf, ours = f"{text}.layers.{i}", ("layers", i)
-        tensors += [*_norm(f"{hf}.input_layernorm", ours + ("input_norm",)),
-                    *_norm(f"{hf}.post_attention_layernorm", ours + ("post_attention_norm",)),
-                    *_linear(f"{hf}.self_attn.q_proj", ours + ("attn", "q_proj")),
-                    *_linear(f"{hf}.self_attn.k_proj", ours + ("attn", "k_proj")),
-                    *_linear(f"{hf}.self_attn.v_proj", ours + ("attn", "v_proj")),
-                    *_linear(f"{hf}.self_attn.o_proj", ours + ("attn", "o_proj"), inputs=2),
-                    *_norm(f"{hf}.self_attn.q_norm", ours + ("attn", "q_norm")),
-                    *_norm(f"{hf}.self_attn.k_norm", ours + ("attn", "k_norm")),
-                    *_linear(f"{hf}.mlp.gate_proj", ours + ("gate_proj",)),
-                    *_linear(f"{hf}.mlp.up_proj", ours + ("up_proj",)),
-                    *_linear(f"{hf}.mlp.down_proj", ours + ("down_proj",))]
+        hf, ours = f"{text}.layers.{i}", ("layers",)
+        tensors += [*_norm(f"{hf}.input_layernorm", ours + ("input_norm",), layer=i),
+                    *_norm(f"{hf}.post_attention_layernorm", ours + ("post_attention_norm",), layer=i),
+                    *_linear(f"{hf}.self_attn.q_proj", ours + ("attn", "q_proj"), layer=i),
+                    *_linear(f"{hf}.self_attn.k_proj", ours + ("attn", "k_proj"), layer=i),
+                    *_linear(f"{hf}.self_attn.v_proj", ours + ("attn", "v_proj"), layer=i),
+                    *_linear(f"{hf}.self_attn.o_proj", ours + ("attn", "o_proj"), inputs=2, layer=i),
+                    *_norm(f"{hf}.self_attn.q_norm", ours + ("attn", "q_norm"), layer=i),
+                    *_norm(f"{hf}.self_attn.k_norm", ours + ("attn", "k_norm"), layer=i),
+                    *_linear(f"{hf}.mlp.gate_proj", ours + ("gate_proj",), layer=i),
+                    *_linear(f"{hf}.mlp.up_proj", ours + ("up_proj",), layer=i),
+                    *_linear(f"{hf}.mlp.down_proj", ours + ("down_proj",), layer=i)]
     if not config.tie_word_embeddings:
         tensors += _linear("lm_head", ("lm_head",))
     tensors += [Tensor(f"{visual}.patch_embed.proj.weight", ("visual", "patch_embed", "kernel"), "conv"),
@@ -160,13 +171,13 @@ def tensor_map(config: ModelConfig) -> list[Tensor]:
                 Tensor(f"{visual}.pos_embed.weight", ("visual", "pos_embed"), "same"),
                 *_merger(f"{visual}.merger", ("visual", "merger"))]
     for i in range(config.vision.depth):
-        hf, ours = f"{visual}.blocks.{i}", ("visual", "blocks", i)
-        tensors += [*_norm(f"{hf}.norm1", ours + ("norm1",), bias=True),
-                    *_norm(f"{hf}.norm2", ours + ("norm2",), bias=True),
-                    *_linear(f"{hf}.attn.qkv", ours + ("qkv",), bias=True),
-                    *_linear(f"{hf}.attn.proj", ours + ("proj",), inputs=2, bias=True),
-                    *_linear(f"{hf}.mlp.linear_fc1", ours + ("fc1",), bias=True),
-                    *_linear(f"{hf}.mlp.linear_fc2", ours + ("fc2",), bias=True)]
+        hf, ours = f"{visual}.blocks.{i}", ("visual", "blocks")
+        tensors += [*_norm(f"{hf}.norm1", ours + ("norm1",), bias=True, layer=i),
+                    *_norm(f"{hf}.norm2", ours + ("norm2",), bias=True, layer=i),
+                    *_linear(f"{hf}.attn.qkv", ours + ("qkv",), bias=True, layer=i),
+                    *_linear(f"{hf}.attn.proj", ours + ("proj",), inputs=2, bias=True, layer=i),
+                    *_linear(f"{hf}.mlp.linear_fc1", ours + ("fc1",), bias=True, layer=i),
+                    *_linear(f"{hf}.mlp.linear_fc2", ours + ("fc2",), bias=True, layer=i)]
     for k in range(len(config.vision.deepstack_layers)):
         tensors += _merger(f"{visual}.deepstack_merger_list.{k}", ("visual", "deepstack_mergers", k))
     return tensors
@@ -215,15 +226,16 @@ def load_pretrained(path, *, dtype, compute_dtype, remat: str, attention: str, m
     missing = [t.hf_name for t in expected if t.hf_name not in tensors]
     if missing:
         raise KeyError(f"{path}: checkpoint lacks {len(missing)} tensors, e.g. {missing[:3]}")
-    for t in expected:
-        variable = variables[t.path]
+    for parameter, parts in parameters(expected).items():
+        variable = variables[parameter]
         shape, target = variable.shape, jnp.dtype(dtype)
-        view = t.to_ours(tensors[t.hf_name], shape)
-        if mesh is None:
-            array = jnp.asarray(np.asarray(view).astype(target))
-        else:
-            array = jax.make_array_from_callback(
-                shape, shardings[t.path], lambda index, v=view: np.asarray(v[index]).astype(target))
+        views = [t.to_ours(tensors[t.hf_name], t.layer_shape(shape)) for t in parts]
+        view = views[0] if parts[0].layer is None else StackedView(views)
+        read = lambda index, v=view: np.asarray(v[index]).astype(target)  # noqa: E731
+        if mesh is None:   # the whole parameter, onto the default device
+            array = jnp.asarray(read(tuple(slice(None) for _ in shape)))
+        else:              # each device's slice only, read from the memory maps
+            array = jax.make_array_from_callback(shape, shardings[parameter], read)
         variable.set_value(array)
     unused = set(tensors) - {t.hf_name for t in expected}
     if config.tie_word_embeddings:
@@ -231,6 +243,29 @@ def load_pretrained(path, *, dtype, compute_dtype, remat: str, attention: str, m
     if unused:
         raise KeyError(f"{path}: checkpoint has tensors this model does not use, e.g. {sorted(unused)[:3]}")
     return nnx.merge(graphdef, state)
+
+
+def parameters(tensors: list[Tensor]) -> dict[tuple, list[Tensor]]:
+    """Our parameter paths, each with its tensors (one, or a stacked one's layers in order)."""
+    grouped: dict[tuple, list[Tensor]] = {}
+    for t in tensors:
+        grouped.setdefault(t.path, []).append(t)
+    for path_, parts in grouped.items():
+        if parts[0].layer is not None and [t.layer for t in parts] != list(range(len(parts))):
+            raise ValueError(f"{path_}: layers {[t.layer for t in parts]} are not 0, 1, ... in order")
+    return grouped
+
+
+class StackedView:
+    """A stacked parameter [layers, ...] over its layers' arrays (memory-map views), read
+    only where indexed: a device's slice reads that slice of each of its layers."""
+
+    def __init__(self, layers: list[np.ndarray]):
+        self.layers = layers
+
+    def __getitem__(self, index: tuple) -> np.ndarray:
+        layers, rest = index[0], index[1:]
+        return np.stack([np.asarray(layer[rest]) for layer in self.layers[layers]])
 
 
 def save_pretrained(model: Qwen3VL, path, dtype=None) -> None:
@@ -242,10 +277,16 @@ def save_pretrained(model: Qwen3VL, path, dtype=None) -> None:
     tensors = tensor_map(config)
     first = variables[tensors[0].path][...]
     out_dtype = np.dtype(dtype or first.dtype)
-    shapes = {t.hf_name: (t.hf_shape(variables[t.path].shape, config), out_dtype) for t in tensors}
+    shapes = {t.hf_name: (t.hf_shape(t.layer_shape(variables[t.path].shape), config), out_dtype) for t in tensors}
     by_name = {t.hf_name: t for t in tensors}
-    write_safetensors(directory / "model.safetensors", shapes,
-                      lambda name: by_name[name].to_hf(np.asarray(jax.device_get(variables[by_name[name].path][...])),
-                                                       config))
+
+    def produce(name: str) -> np.ndarray:
+        t = by_name[name]
+        value = variables[t.path][...]
+        if t.layer is not None:
+            value = value[t.layer]   # sliced where it lies: only this layer comes to the host
+        return t.to_hf(np.asarray(jax.device_get(value)), config)
+
+    write_safetensors(directory / "model.safetensors", shapes, produce)
     hf_config = to_hf_dict(config, dtype={"bfloat16": "bfloat16", "float16": "float16"}.get(out_dtype.name, "float32"))
     (directory / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")

@@ -37,6 +37,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from asyncwebrl import distributed
 from asyncwebrl.model.inputs import IMAGE, ModelInputs, VisionFeatures, sequence_positions, vision_inputs
+from asyncwebrl.model.layers import LAYERS
 from asyncwebrl.model.text import KVCache
 from asyncwebrl.parallel import SAMPLER_RULES, logical_spec, make_mesh, param_shardings
 from asyncwebrl.sampler.sampling import SamplingSettings, sample
@@ -167,12 +168,12 @@ class Engine:
         self._encode = jax.jit(lambda p, v: self._model(p).encode_images(v))
 
     def _cache_shardings(self, cache: KVCache, rules: dict):
-        """Slots over the batch axes, KV heads over tensor (as the attention weights are)."""
+        """Slots over the batch axes, KV heads over tensor (as the attention weights are);
+        the layers axis, as the stacked weights' own, is never sharded."""
         def place(axes, shape):
             return NamedSharding(self.mesh, logical_spec(axes, shape, self.mesh, rules))
-        kv = place(("batch", "kv_heads", None, "head_dim"), cache.keys[0].shape)
-        return KVCache(keys=[kv] * len(cache.keys), values=[kv] * len(cache.values),
-                       lengths=place((None,), cache.lengths.shape))
+        kv = place((LAYERS, "batch", "kv_heads", None, "head_dim"), cache.keys.shape)
+        return KVCache(keys=kv, values=kv, lengths=place((None,), cache.lengths.shape))
 
     # ------------------------------------------------------------ public API (any thread)
 
@@ -443,7 +444,7 @@ class Engine:
                 self.stats["vision_cache_hits"] += 1
             blocks.append(cached)
         width = config.text.hidden_size
-        empty = jnp.zeros((tokens_per_image, width), self._cache.keys[0].dtype)
+        empty = jnp.zeros((tokens_per_image, width), self._cache.keys.dtype)
         depth = len(config.vision.deepstack_layers)
         missing = s.max_images - len(blocks)
         stack = lambda parts: jnp.concatenate(parts + [empty] * missing)  # noqa: E731
@@ -510,19 +511,17 @@ class Engine:
         model = self._model(params)
         bucket = tokens.shape[1]
         if first:
-            row = KVCache.empty(self.config.text, 1, bucket, cache.keys[0].dtype)
+            row = KVCache.empty(self.config.text, 1, bucket, cache.keys.dtype)
         else:
-            take = lambda a: jax.lax.dynamic_slice_in_dim(a, slot, 1, 0)  # noqa: E731
-            row = KVCache(keys=[take(k) for k in cache.keys], values=[take(v) for v in cache.values],
-                          lengths=start[None])
+            take = lambda a: jax.lax.dynamic_slice_in_dim(a, slot, 1, 1)  # noqa: E731
+            row = KVCache(keys=take(cache.keys), values=take(cache.values), lengths=start[None])
         inputs = ModelInputs(tokens=tokens, positions=positions, segment_ids=valid, vision_source=source)
         hidden, row = model.hidden_states(inputs, row, features)
         last = jax.lax.dynamic_slice_in_dim(hidden, valid.sum() - 1, 1, axis=1)
         token, logprob = sample(model.logits(last)[:, 0], self._sampling_key(key), self.settings.sampling)
         zero = jnp.zeros((), jnp.int32)
-        put = lambda a, r: jax.lax.dynamic_update_slice(a, r, (slot, zero, zero, zero))  # noqa: E731
-        cache = KVCache(keys=[put(a, r) for a, r in zip(cache.keys, row.keys)],
-                        values=[put(a, r) for a, r in zip(cache.values, row.values)],
+        put = lambda a, r: jax.lax.dynamic_update_slice(a, r, (zero, slot, zero, zero, zero))  # noqa: E731
+        cache = KVCache(keys=put(cache.keys, row.keys), values=put(cache.values, row.values),
                         lengths=cache.lengths.at[slot].set(row.lengths[0]))
         return cache, token[0], logprob[0]
 
@@ -532,14 +531,13 @@ class Engine:
         last token. Each row attends only within itself, as a first chunk does."""
         model = self._model(params)
         rows, bucket = tokens.shape
-        fresh = KVCache.empty(self.config.text, rows, bucket, cache.keys[0].dtype)
+        fresh = KVCache.empty(self.config.text, rows, bucket, cache.keys.dtype)
         inputs = ModelInputs(tokens=tokens, positions=positions, segment_ids=valid, vision_source=source)
         hidden, fresh = model.hidden_states(inputs, fresh, features)
         last = jnp.take_along_axis(hidden, (valid.sum(-1) - 1)[:, None, None], axis=1)
         token, logprob = sample(model.logits(last)[:, 0], self._sampling_key(key), self.settings.sampling)
-        put = lambda a, r: a.at[targets, :, :bucket].set(r, mode="drop")  # noqa: E731
-        cache = KVCache(keys=[put(a, r) for a, r in zip(cache.keys, fresh.keys)],
-                        values=[put(a, r) for a, r in zip(cache.values, fresh.values)],
+        put = lambda a, r: a.at[:, targets, :, :bucket].set(r, mode="drop")  # noqa: E731
+        cache = KVCache(keys=put(cache.keys, fresh.keys), values=put(cache.values, fresh.values),
                         lengths=cache.lengths.at[targets].set(fresh.lengths, mode="drop"))
         return cache, token, logprob
 
@@ -553,15 +551,13 @@ class Engine:
         if window == cache.capacity:   # the whole cache: no slicing, the writes land in the donated buffer
             view = KVCache(keys=cache.keys, values=cache.values, lengths=lengths)
         else:
-            view = KVCache(keys=[k[:, :, :window] for k in cache.keys], values=[v[:, :, :window] for v in cache.values],
-                           lengths=lengths)
+            view = KVCache(keys=cache.keys[:, :, :, :window], values=cache.values[:, :, :, :window], lengths=lengths)
         inputs = ModelInputs(tokens=tokens[:, None], positions=jnp.broadcast_to(positions[None, :, None],
                                                                                   (3,) + tokens.shape + (1,)),
                              segment_ids=active[:, None].astype(jnp.int32), vision_source=jnp.full_like(tokens[:, None], -1))
         hidden, view = model.hidden_states(inputs, view)
-        back = lambda full, part: jax.lax.dynamic_update_slice(full, part, (0, 0, 0, 0))  # noqa: E731
-        cache = KVCache(keys=[back(a, b) for a, b in zip(cache.keys, view.keys)],
-                        values=[back(a, b) for a, b in zip(cache.values, view.values)],
+        back = lambda full, part: jax.lax.dynamic_update_slice(full, part, (0, 0, 0, 0, 0))  # noqa: E731
+        cache = KVCache(keys=back(cache.keys, view.keys), values=back(cache.values, view.values),
                         lengths=cache.lengths + active.astype(jnp.int32))
         token, logprob = sample(model.logits(hidden)[:, 0], self._sampling_key(key), self.settings.sampling)
         return cache, token, logprob
