@@ -283,9 +283,10 @@ def _flat(config: dict, prefix: str = "") -> dict:
     return flat
 
 
-def arm_settings(study: Study, out: str, arm: str, seeds, base=None) -> dict:
+def arm_settings(study: Study, out: str, arm: str, seeds, defaults: dict) -> dict:
     """The SETTINGS an arm ran with: its first finished run's config.json (what main.py
-    resolved), else the study's keys over `base` (its base config); None where neither says."""
+    resolved), else the study's keys over `defaults` (its base config, flat); None where
+    neither says."""
     for seed in seeds:
         config = _read_json(os.path.join(workdir(out, arm, seed), "config.json"))
         if config is not None and finished(out, arm, seed):
@@ -293,11 +294,7 @@ def arm_settings(study: Study, out: str, arm: str, seeds, base=None) -> dict:
             return {key: flat.get(key) for key in SETTINGS}
     settings = {}
     for key in SETTINGS:
-        value = study.arms[arm].get(key, study.flags.get(key))
-        if value is None and base is not None and has_key(base, key):
-            value = base
-            for part in key.split("."):
-                value = value[part]
+        value = study.arms[arm].get(key, study.flags.get(key, defaults.get(key)))
         settings[key] = list(value) if isinstance(value, tuple) else value   # as JSON reads it back
     return settings
 
@@ -395,12 +392,11 @@ def plot(arms: list[dict], path: str) -> None:
 
 
 def report(study: Study, out: str) -> dict:
-    try:   # the base's defaults, for the settings an arm's keys leave to it
-        base = base_config(study.base) if study.base else None
-    except (OSError, ImportError, ValueError):
-        base = None
+    # the base's defaults, for the settings an arm's keys leave to it (none for a study read
+    # from its runs, whose base is unknown)
+    defaults = _flat(base_config(study.base).to_dict()) if study.base else {}
     arms = [{**arm_report(out, arm, study.seeds), "keys": study.arms[arm],
-             "settings": arm_settings(study, out, arm, study.seeds, base)} for arm in study.arms]
+             "settings": arm_settings(study, out, arm, study.seeds, defaults)} for arm in study.arms]
     result = {"study": study.name, "base": study.base, "flags": study.flags, "arms": arms}
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(result, f, indent=1)
