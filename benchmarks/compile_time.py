@@ -80,7 +80,8 @@ def learner_compile_times(model, args) -> dict:
     shape = PackingShape(row_length=args.row_length, rows_per_microbatch=1, images_per_microbatch=images,
                          patches_per_image=patches if images else 0)
     settings = LearnerSettings(packing=shape, loss=LossSettings.from_config(base),
-                               optimizer=OptimizerSettings.from_config(base), epochs=1, minibatches=1, seed=0)
+                               optimizer=OptimizerSettings.from_config(base), epochs=1, minibatches=1,
+                               merge_duplicates=base.learner.merge_duplicates, seed=0)
     learner = Learner(model, settings)
     prompt = args.row_length - 240 - (int(np.prod(SCREEN_GRID)) // 4 + 2 if images else 0) - 8
     rows = synthetic_rows(config, 1, prompt, bool(images), np.random.default_rng(0))

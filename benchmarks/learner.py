@@ -148,7 +148,8 @@ def main() -> None:
                                                 logit_chunk=args.logit_chunk),
         optimizer=dataclasses.replace(OptimizerSettings.from_config(base), learning_rate=5e-6, warmup_steps=10,
                                       total_steps=1000, moment_dtype=args.moment_dtype),
-        epochs=1, minibatches=1, seed=0, gradient_dtype=args.gradient_dtype)
+        epochs=1, minibatches=1, merge_duplicates=base.learner.merge_duplicates, seed=0,
+        gradient_dtype=args.gradient_dtype)
 
     built = time.perf_counter()
     model = Qwen3VL(config, dtype=args.compute_dtype, param_dtype=args.param_dtype, remat=args.remat,

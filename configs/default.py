@@ -269,4 +269,8 @@ def bare() -> config_dict.ConfigDict:
     config.learner.images_per_microbatch = 4
     config.learner.epochs = 1
     config.learner.minibatches = 1
+    # identical steps (the same prompt, response and versions; in a group of episodes of one
+    # task most first moves are) trained as one row with their summed advantage: exact for
+    # every loss kind, and the learner's work falls with the copies (BENCHMARKS.md)
+    config.learner.merge_duplicates = True
     return config

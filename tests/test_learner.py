@@ -12,8 +12,8 @@ from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.learner.learner import Learner, LearnerSettings
 from asyncwebrl.learner.choices import LOSSES, loss_kind
 from asyncwebrl.learner.losses import LossKind
-from asyncwebrl.learner.packing import PackingShape, StepRow, pack
-from asyncwebrl.learner.train import learning_rate_schedule, target_logprobs
+from asyncwebrl.learner.packing import PackingShape, StepRow, merge_duplicates, pack
+from asyncwebrl.learner.train import learning_rate_schedule, target_logprobs, zeros_like_params
 from asyncwebrl.model import Qwen3VL, preset
 from asyncwebrl.model.inputs import vision_inputs
 from asyncwebrl.model.tokenizer import Processor, byte_tokenizer, make_image_processor
@@ -293,6 +293,69 @@ def test_the_optimizer_step_is_optax_clip_then_adamw_on_the_token_mean():
     assert int(state.step) == 2
 
 
+def copies(row: StepRow, *advantages: float) -> list[StepRow]:
+    return [dataclasses.replace(row, advantage=a) for a in advantages]
+
+
+def test_identical_steps_merge_into_one_row_per_advantage_sign():
+    rows = make_rows(4, seed=9)
+    nudged = dataclasses.replace(rows[1], behave_logprobs=rows[1].behave_logprobs + 1e-3)   # beyond the tolerance
+    other_key = dataclasses.replace(rows[2], image_keys=("k",) * rows[2].num_images) if rows[2].num_images else None
+    batch = [*copies(rows[0], 0.5, 0.25, -1.0, 0.75), rows[1], nudged, *copies(rows[3], 1.0, 2.0)]
+    merged = merge_duplicates(batch)
+    assert [m.count for m in merged] == [3, 1, 1, 1, 2]
+    assert [m.advantage for m in merged] == pytest.approx([1.5, -1.0, rows[1].advantage, nudged.advantage,
+                                                          3.0])
+    assert merged[0].prompt_ids is rows[0].prompt_ids   # the first copy, order kept
+    assert sum(m.count for m in merged) == len(batch)
+    assert merge_duplicates(batch, tolerance=1e-2)[2].count == 2   # within a looser tolerance they merge
+    if other_key is not None:
+        assert len(merge_duplicates([rows[2], other_key])) == 2
+    mask = pack(merged, SHAPE, CONFIG)
+    assert sum(float(mb.loss_mask.sum()) for mb in mask) == sum(len(r.response_ids) for r in batch)
+
+
+def summed_gradient(learner, rows, params, prox_params):
+    """The minibatch gradient and metric sums of these rows at `params`, pi_prox at `prox_params`."""
+    grads, sums = zeros_like_params(params), None
+    for microbatch in pack(rows, SHAPE, CONFIG):
+        microbatch = learner._place(microbatch)
+        grads, new = learner._accumulate(params, grads, microbatch, learner._logprobs(prox_params, microbatch))
+        sums = new if sums is None else jax.tree.map(jnp.add, sums, new)
+    return grads, sums
+
+
+@pytest.mark.parametrize("kind", ["grpo", "sft"])
+def test_merged_copies_train_exactly_as_the_copies(kind):
+    """Copies of steps (advantages of both signs, as in a group whose episodes share their
+    first moves) trained as merged rows give the copies' gradient and metrics: at the
+    parameters an update starts from, and after a large step, where the clip acts."""
+    rows = make_rows(6, seed=10)
+    batch = [*copies(rows[0], 0.8, -0.4, 0.3, -1.1), *rows[1:4], *copies(rows[4], -0.7, -0.2), rows[5]]
+    merged_rows = merge_duplicates(batch)
+    assert len(merged_rows) == (len(batch) - 2 - 1 if kind == "grpo" else len(batch) - 2 - 1)
+    big_step = optimizer_settings(learning_rate=3e-2, warmup_steps=0, total_steps=20)
+    learners = {merge: Learner(tiny_model(), settings(loss=loss_settings(kind=kind), optimizer=big_step,
+                                                      merge_duplicates=merge)) for merge in (True, False)}
+    start = jax.tree.map(jnp.copy, learners[False].params)
+    measured = {merge: learner.update(batch) for merge, learner in learners.items()}
+    assert measured[True]["rows_trained"] == len(merged_rows) and measured[False]["rows_trained"] == len(batch)
+    names = ("nll",) if kind == "sft" else ("loss", "importance_weight_mean")
+    for name in (*names, "grad_norm", "rows", "response_tokens"):   # one optimiser step from equal parameters
+        assert measured[True][name] == pytest.approx(measured[False][name], rel=1e-5, abs=1e-7), name
+
+    moved = learners[False].params   # the copies' gradient at moved parameters, pi_prox at the start
+    (merged_grads, merged_sums), (grads, sums) = (summed_gradient(learners[False], r, moved, start)
+                                                  for r in (merged_rows, batch))
+    if kind == "grpo":
+        assert float(sums["clip_ratio"]) > 0 and float(sums["approx_kl"]) > 0   # the clip acts
+    for name in sums:
+        assert float(merged_sums[name]) == pytest.approx(float(sums[name]), rel=1e-5, abs=1e-6), name
+    scale = max(float(jnp.max(jnp.abs(g))) for g in jax.tree.leaves(grads))
+    for a, b in zip(jax.tree.leaves(merged_grads), jax.tree.leaves(grads)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6 * scale, rtol=1e-5)
+
+
 def test_supervised_mode_learns_the_demonstrations():
     learner = Learner(tiny_model(), settings(loss=loss_settings(kind="sft")))
     rows = make_rows(4, seed=6)
@@ -304,7 +367,8 @@ def test_supervised_mode_learns_the_demonstrations():
 
 
 def reinforce(logp, prox_logp, microbatch, settings):
-    weighted = microbatch.advantages * microbatch.loss_mask
+    # a merged row's advantage is already its copies' sum: weigh it once (LossKind's contract)
+    weighted = microbatch.advantages * (microbatch.loss_mask > 0)
     total = -(weighted * logp).sum()
     return total, {"reinforce_loss": total, "mean_advantage": weighted.sum()}
 

@@ -43,7 +43,9 @@ def bandit_config(kind: str, epochs: int = 1, minibatches: int = 1):
     config = default.bare()
     config.loss.kind = kind                       # normaliser const (1/k), decoupled IS: the defaults
     config.sampler.capacity = config.learner.row_length = 64
-    config.learner.rows_per_microbatch = 2        # 3 microbatches: minibatches up to 3 have whole ones
+    # one row a microbatch: the group's 6 steps are 2 distinct ones (one per answer), trained as
+    # 2 merged rows (packing.merge_duplicates), so 2 minibatches have whole microbatches
+    config.learner.rows_per_microbatch = 1
     config.learner.images_per_microbatch = 0      # text-only rows: the vision tower is not run
     config.learner.epochs, config.learner.minibatches = epochs, minibatches
     config.train.max_updates = UPDATES            # the learning-rate schedule's horizon
@@ -118,6 +120,7 @@ def test_grpo_raises_the_rewarded_answer_and_lowers_the_other(rewarded):
     assert gained > 0.5, f"the rewarded answer {rewarded} did not gain: {gained:+.3f} (the other {lost:+.3f})"
     assert lost < -0.5, f"the unrewarded answer {other} did not lose: {lost:+.3f} (the rewarded {gained:+.3f})"
     assert_on_policy(measured)
+    assert all(m["rows"] == len(GROUP) and m["rows_trained"] == 2 for m in measured)   # copies merged
 
 
 @pytest.mark.parametrize("rewarded", ["A", "B"])

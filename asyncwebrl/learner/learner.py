@@ -25,7 +25,7 @@ import numpy as np
 from flax import nnx
 
 from asyncwebrl.learner.choices import WARM_START_KIND, loss_kind
-from asyncwebrl.learner.packing import Microbatch, PackingShape, StepRow, pack
+from asyncwebrl.learner.packing import Microbatch, PackingShape, StepRow, merge_duplicates, pack
 from asyncwebrl.learner.train import (LossSettings, OptimizerSettings, TrainState, build_steps, learning_rate_schedule,
                                       make_optimizer, zeros_like_params)
 from asyncwebrl.parallel import LEARNER_RULES, logical_spec, make_mesh, param_shardings
@@ -40,6 +40,7 @@ class LearnerSettings:
     optimizer: OptimizerSettings
     epochs: int
     minibatches: int
+    merge_duplicates: bool   # identical steps trained as one row (packing.merge_duplicates)
     seed: int
     gradient_dtype: str = "float32"   # the accumulator; "bfloat16" saves memory on big models
 
@@ -57,14 +58,15 @@ class LearnerSettings:
         loss, optimizer = LossSettings.from_config(config), OptimizerSettings.from_config(config)
         if mode == "rl":
             return cls(packing=packing, loss=loss, optimizer=optimizer, epochs=config.learner.epochs,
-                       minibatches=config.learner.minibatches, seed=config.seed)
+                       minibatches=config.learner.minibatches, merge_duplicates=config.learner.merge_duplicates,
+                       seed=config.seed)
         if mode != "sft":
             raise ValueError(f"mode must be 'rl' or 'sft', got {mode!r}")
         sft = config.sft
         return cls(packing=packing, loss=dataclasses.replace(loss, kind=WARM_START_KIND, temperature=1.0),
                    optimizer=dataclasses.replace(optimizer, learning_rate=sft.learning_rate,
                                                  warmup_steps=sft.warmup_steps, total_steps=max(sft.steps, 1)),
-                   epochs=1, minibatches=1, seed=config.seed)
+                   epochs=1, minibatches=1, merge_duplicates=config.learner.merge_duplicates, seed=config.seed)
 
 
 # two trees of measurements added on the device, in one dispatch
@@ -112,7 +114,8 @@ class Learner:
         # where the update starts, in one fetch: the previous update's measurements were
         # fetched at its end, so this waits for nothing
         step, version = (int(x) for x in jax.device_get((self.state.step, self.state.version)))
-        packed_on_host = pack(rows, self.settings.packing, self.config)
+        trained = merge_duplicates(rows) if self.settings.merge_duplicates else rows
+        packed_on_host = pack(trained, self.settings.packing, self.config)
         images_encoded = sum(int(mb.inputs.vision.patch_valid[:, 0].sum()) for mb in packed_on_host
                              if mb.inputs.vision is not None)
         microbatches = [self._place(mb) for mb in packed_on_host]
@@ -129,7 +132,7 @@ class Learner:
         summed, last = jax.device_get((summed, last))   # the update's one fetch of what the device measured
         measurements = {name: float(total) / steps for name, total in summed.items()}
         measurements.update(
-            self._batch_facts(rows, microbatches, version),
+            self._batch_facts(rows, trained, microbatches, version),
             images_shown=sum(r.num_images for r in rows), images_encoded=images_encoded,
             skipped=float(summed["skipped"]), optimizer_steps=steps, proximal_pass=proximal_pass,
             param_norm=float(last["param_norm"]), learning_rate=float(last["learning_rate"]),
@@ -182,12 +185,15 @@ class Learner:
         loss = self.settings.loss
         return loss_kind(loss.kind).uses_prox and loss.decoupled and optimizer_steps > 1
 
-    def _batch_facts(self, rows: list[StepRow], microbatches: list[Microbatch], version: int) -> dict:
+    def _batch_facts(self, rows: list[StepRow], trained: list[StepRow], microbatches: list[Microbatch],
+                     version: int) -> dict:
+        """rows: the steps of the batch; trained: the rows packed (rows with copies merged)."""
         response_tokens = sum(len(r.response_ids) for r in rows)
         lag = np.concatenate([version - np.asarray(r.versions) for r in rows]) if response_tokens else np.zeros(1)
-        return {"rows": len(rows), "microbatches": len(microbatches), "response_tokens": response_tokens,
+        return {"rows": len(rows), "rows_trained": len(trained), "microbatches": len(microbatches),
+                "response_tokens": response_tokens,
                 "tokens_per_step": float(np.mean([len(r.response_ids) for r in rows])),
-                "fill": sum(len(r) for r in rows) / (len(microbatches) * self.settings.packing.tokens),
+                "fill": sum(len(r) for r in trained) / (len(microbatches) * self.settings.packing.tokens),
                 "staleness_mean": float(lag.mean()), "staleness_max": float(lag.max())}
 
     def _place(self, microbatch: Microbatch) -> Microbatch:

@@ -61,6 +61,10 @@ def policy_loss(logp, prox_logp, behave_logp, advantages, mask, *, eps: float, e
                 behave_cap: float, decoupled: bool):
     """Decoupled-IS PPO loss, token mean over `mask`. All arrays [rows, tokens].
 
+    mask: how many times each token counts (0 off the responses; a merged row's count,
+    packing.merge_duplicates, whose advantage is already the sum of its copies'): the loss
+    takes each token once, the token mean and the metrics count every copy.
+
     rho = exp(logp - prox_logp) is clipped to [1 - eps, 1 + eps_high]; the staleness weight
     w = exp(prox_logp - behave_logp) is detached and not clipped, but tokens with
     w > behave_cap contribute 0 (they stay in the denominator). For negative advantages
@@ -79,7 +83,7 @@ def policy_loss(logp, prox_logp, behave_logp, advantages, mask, *, eps: float, e
     dual_capped = (advantages < 0) & (per_token > dual_clip * jnp.abs(advantages))
     per_token = jnp.where(dual_capped, dual_clip * jnp.abs(advantages), per_token)
     over_cap = weight > behave_cap
-    contribution = jnp.where(over_cap, 0.0, weight * per_token) * mask
+    contribution = jnp.where(over_cap | (mask <= 0), 0.0, weight * per_token)
     tokens = jnp.maximum(mask.sum(), 1.0)
     loss = contribution.sum() / tokens
 
@@ -137,6 +141,11 @@ class LossKind:
         stop-gradient of logp when the update skips the proximal pass), settings the
         LossSettings. The loss and every metric are sums over the response tokens; the
         learner reports each metric as its token mean over the update, under its own name.
+        microbatch.loss_mask counts each token's copies (packing.merge_duplicates trains
+        identical steps as one row whose advantage is their sum): weigh the loss by the
+        advantages where loss_mask > 0, and counts and means by loss_mask. That is exact for
+        a loss positively homogeneous in the advantage of each sign, as PPO's clip is; a
+        kind that is not must run with learner.merge_duplicates=False.
     objective: the metric that is the loss itself; a step where it is not finite is skipped.
     advantages(rewards, group_ids, num_steps, *, normalizer, k) -> each episode's per-step
         advantage, made on the host from the episodes' rewards. None for a kind that learns

@@ -39,6 +39,9 @@ class StepRow:
     versions: np.ndarray           # [r] int32: weight version that wrote each response token
     advantage: float = 0.0         # the same for every response token of the step
     image_keys: tuple[str, ...] = ()   # the screenshots' store keys, one per image (or none)
+    # identical steps this row stands for (merge_duplicates): its advantage is their sum, and
+    # its response tokens count this many times in token means and metrics
+    count: int = 1
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.response_ids)
@@ -59,7 +62,7 @@ class StepRow:
 class Microbatch:
     inputs: ModelInputs
     targets: np.ndarray            # [R, L] int32: the next token of the same row
-    loss_mask: np.ndarray          # [R, L] float32: 1 where the target is a response token
+    loss_mask: np.ndarray          # [R, L] float32: where the target is a response token, its row's count (else 0)
     behave_logprobs: np.ndarray    # [R, L] float32
     advantages: np.ndarray         # [R, L] float32
     versions: np.ndarray           # [R, L] int32
@@ -104,6 +107,42 @@ def pack(rows: list[StepRow], shape: PackingShape, config: ModelConfig) -> list[
         if not len(row.response_ids) == len(row.behave_logprobs) == len(row.versions):
             raise ValueError(f"step row {index}: response, behave_logprobs and versions differ in length")
     return [_assemble(rows, layout.sequences, shape, config) for layout in place(rows, shape)]
+
+
+# behaviour log-probs of one token in two copies of a step may differ by this much and the
+# copies still merge (sampled at one version, they differ only by the sampler's batch
+# arithmetic); the merged row keeps the first copy's, so a staleness weight moves by <= 0.01%
+MERGE_LOGPROB_TOLERANCE = 1e-4
+
+
+def merge_duplicates(rows: list[StepRow], tolerance: float = MERGE_LOGPROB_TOLERANCE) -> list[StepRow]:
+    """Identical steps as one row: the same prompt, screenshots, response and versions,
+    behaviour log-probs within `tolerance`, advantages of one sign. The merged row's
+    advantage is the copies' sum and its count their number; first-seen order is kept.
+
+    The episodes of a group run one task, and a policy sure of its first moves writes the
+    same steps in most of them: every copy is a full forward and backward pass that adds
+    nothing new. Merging is exact for the losses here: a token's clipped loss is
+    -A * f(ratio) with f fixed by the sign of A (clip, dual clip and behaviour cap alike),
+    so identical tokens of one sign add up to the loss of their summed advantage, and the
+    cross-entropy weights tokens by count; token means and metrics count every copy
+    (Microbatch.loss_mask). Copies of opposite signs stay two rows."""
+    merged: list[StepRow] = []
+    seen: dict[tuple, list[int]] = {}   # identity -> indices in `merged` of rows with it
+    for row in rows:
+        identity = (row.prompt_ids.tobytes(), row.response_ids.tobytes(), row.versions.tobytes(),
+                    row.image_keys or row.pixel_values.tobytes(), row.image_grid_thw.tobytes(),
+                    float(np.sign(row.advantage)))
+        for index in seen.get(identity, []):
+            kept = merged[index]
+            if np.max(np.abs(kept.behave_logprobs - row.behave_logprobs), initial=0.0) <= tolerance:
+                merged[index] = dataclasses.replace(kept, advantage=kept.advantage + row.advantage,
+                                                    count=kept.count + row.count)
+                break
+        else:
+            seen.setdefault(identity, []).append(len(merged))
+            merged.append(row)
+    return merged
 
 
 @dataclasses.dataclass(eq=False)   # compared and hashed by identity
@@ -200,7 +239,7 @@ def _assemble(rows: list[StepRow], sequences: list[list[int]], shape: PackingSha
             p, n = len(row.prompt_ids), len(row.response_ids)
             predict = slice(offset + p - 1, offset + p - 1 + n)
             targets[r, offset:offset + len(ids) - 1] = ids[1:]
-            loss_mask[r, predict] = 1.0
+            loss_mask[r, predict] = row.count
             behave[r, predict] = row.behave_logprobs
             advantages[r, predict] = row.advantage
             versions[r, predict] = row.versions
