@@ -11,9 +11,10 @@ tasks, pages and hardware; only the trainer differs:
 
 Setting cpu: configs/default.py (tiny model, CPU, Chromium on the local web), no warm
 start, coordinates mode and shorter prompts so that an update takes about a minute.
-Setting gpu: the 2B preset in bf16 with Pallas attention on the default device, and the
-browser-free web of benchmarks/simulated_web.py (step latencies and episode lengths from
-the local browsers); prompts carry two real 1280x720 screenshots' worth of vision tokens.
+Setting gpu: the 2B preset in bf16 with Pallas attention and full remat on the default
+device, and the browser-free web of benchmarks/simulated_web.py (step latencies and
+episode lengths from the local browsers); prompts carry two real 1280x720 screenshots'
+worth of vision tokens.
 
 Several processes (one per GPU, or per host): start the same command in each with
 JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID set (asyncwebrl/
@@ -66,6 +67,8 @@ GPU_OVERRIDES = {
     "learner.rows_per_microbatch": 4, "learner.images_per_microbatch": 5,
     "rl.group_size": 4, "rl.groups_per_batch": 4, "rl.max_running_groups": 12,
     "rl.dynamic_sampling": False, "browser.pages": 48,
+    # at remat none the gradient step keeps 81 GiB of activations and one H200 runs out (as configs/instruct.py)
+    "model.remat": "full",
 }
 VARIANTS = {"async": {"rl.eta": 2}, "sync": {"rl.eta": 0}}
 

@@ -1,4 +1,5 @@
-"""The learner: packing, exact accumulation, the NaN guard, sharding, and exact resume."""
+"""The learner: packing, exact accumulation, the NaN guard, the gradient step's memory check,
+sharding, and exact resume."""
 
 import dataclasses
 
@@ -8,6 +9,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from asyncwebrl.learner import device_memory
 from asyncwebrl.learner.checkpoints import CheckpointStore
 from asyncwebrl.learner.learner import Learner, LearnerSettings
 from asyncwebrl.learner.choices import LOSSES, loss_kind
@@ -257,6 +259,76 @@ def test_nan_guard_skips_the_update_and_keeps_the_moments():
         np.testing.assert_array_equal(a, b)
     for a, b in zip(moments, [np.asarray(x) for x in jax.tree.leaves(learner.state.opt_state)]):
         np.testing.assert_array_equal(a, b)
+
+
+SHRINKING = {"model.remat": "none", "learner.rows_per_microbatch": 4, "learner.images_per_microbatch": 5,
+             "learner.row_length": 3072}
+
+
+def test_the_memory_check_names_the_keys_that_shrink_the_gradient_step():
+    """The numbers of the one-H200 end-to-end run at remat none: 81.22 GiB of temporaries."""
+    gib = device_memory.GIB
+    assert device_memory.check_gradient_step_fits(int(60 * gib), int(0.5 * gib), int(61 * gib), SHRINKING) == 60.5 * gib
+    with pytest.raises(device_memory.GradientStepDoesNotFit) as raised:
+        device_memory.check_gradient_step_fits(int(81.22 * gib), 0, int(60 * gib), SHRINKING)
+    message = str(raised.value)
+    for words in ("81.22 GiB", "60.00 GiB", "model.remat (now 'none')", "learner.rows_per_microbatch (now 4)",
+                  "learner.images_per_microbatch", "learner.row_length"):
+        assert words in message, words
+    # outputs not written into donated arguments count too
+    with pytest.raises(MemoryError):
+        device_memory.check_gradient_step_fits(int(59 * gib), int(2 * gib), int(60 * gib), SHRINKING)
+
+
+class FakeDevice:
+    def __init__(self, stats):
+        self.stats = stats
+
+    def memory_stats(self):
+        return self.stats
+
+
+def test_free_memory_is_the_least_over_the_devices_and_unknown_on_cpu():
+    devices = [FakeDevice({"bytes_limit": 100, "bytes_in_use": 30}),
+               FakeDevice({"bytes_limit": 100, "bytes_in_use": 60})]
+    assert device_memory.free_device_bytes(devices) == 40
+    assert device_memory.free_device_bytes(devices + [FakeDevice(None)]) is None
+    assert device_memory.free_device_bytes(jax.devices("cpu")[:1]) is None   # CPU keeps no allocator statistics
+
+
+def test_a_gradient_step_too_big_for_the_device_is_named_before_it_runs(monkeypatch):
+    """The check runs before the first gradient step of an update: nothing has changed when it raises."""
+    learner = Learner(tiny_model(), settings())
+    before = params_of(learner)
+    monkeypatch.setattr(device_memory, "free_device_bytes", lambda devices: 1024)
+    with pytest.raises(device_memory.GradientStepDoesNotFit, match="model.remat"):
+        learner.update(make_rows(4, seed=5))
+    assert learner.version == 0 and int(learner.state.step) == 0
+    for a, b in zip(before, params_of(learner)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_memory_check_compiles_each_gradient_step_once(monkeypatch):
+    """The check compiles accumulate through .lower().compile(); the jitted call after it must
+    find that executable, not compile again: one backend compile per signature (prox None or an
+    array; microbatches with or without images)."""
+    learner = Learner(tiny_model(), settings(epochs=2, minibatches=2,
+                                             packing=dataclasses.replace(SHAPE, rows_per_microbatch=1)))
+    monkeypatch.setattr(device_memory, "free_device_bytes", lambda devices: 2**40)
+    compiled = []
+
+    def listen(event, seconds, fun_name=None, **_):
+        if event == "/jax/core/compile/backend_compile_duration" and fun_name == "jit(accumulate)":
+            compiled.append(fun_name)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        measured = learner.update(make_rows(6, seed=4))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert measured["proximal_pass"] and measured["optimizer_steps"] == 4
+    assert len(learner._checked_signatures) >= 1
+    assert len(compiled) == len(learner._checked_signatures)
 
 
 def test_the_optimizer_step_is_optax_clip_then_adamw_on_the_token_mean():

@@ -12,11 +12,14 @@ in the measurements says how many it took).
 The microbatch order is shuffled per epoch by a generator seeded from (seed, step), so a
 run restored from a checkpoint replays exactly. An update reads the device twice: its
 starting step and version, and at its end the summed measurements of all its steps.
+Before the gradient step of a new microbatch signature first runs on an accelerator, its
+compiled memory is checked against the devices' free memory (device_memory.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 
 import jax
@@ -24,11 +27,14 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from asyncwebrl.learner import device_memory
 from asyncwebrl.learner.choices import WARM_START_KIND, loss_kind
 from asyncwebrl.learner.packing import Microbatch, PackingShape, StepRow, merge_duplicates, pack
 from asyncwebrl.learner.train import (LossSettings, OptimizerSettings, TrainState, build_steps, learning_rate_schedule,
                                       make_optimizer, zeros_like_params)
 from asyncwebrl.parallel import LEARNER_RULES, logical_spec, make_mesh, param_shardings
+
+logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +97,12 @@ class Learner:
         self._logprobs, self._accumulate, self._apply = build_steps(
             self.graphdef, self.tx, learning_rate_schedule(settings.optimizer), settings.loss,
             settings.optimizer.max_grad_norm, self.state_shardings)
+        # what the memory check names when the gradient step does not fit
+        self._shrinking_settings = {"model.remat": model.remat,
+                                    "learner.rows_per_microbatch": settings.packing.rows_per_microbatch,
+                                    "learner.images_per_microbatch": settings.packing.images_per_microbatch,
+                                    "learner.row_length": settings.packing.row_length}
+        self._checked_signatures = set()
 
     @property
     def params(self):
@@ -168,12 +180,38 @@ class Learner:
                 grads = zeros_like_params(self.state.params, self.settings.gradient_dtype)
                 metrics = None
                 for i in chunk:
+                    self._check_gradient_step_fits(grads, microbatches[i], prox[i])
                     grads, new = self._accumulate(self.state.params, grads, microbatches[i], prox[i])
                     metrics = new if metrics is None else _summed(metrics, new)
                 self.state, last = self._apply(self.state, grads, metrics)
                 summed = last if summed is None else _summed(summed, last)
                 steps += 1
         return summed, last, steps
+
+    def _check_gradient_step_fits(self, grads, microbatch: Microbatch, prox) -> None:
+        """Before accumulate first runs with a signature (prox None or an array; a microbatch
+        with or without images), on devices with an allocator arena: compile it and compare
+        what it will allocate with their free memory (device_memory.py), so that a step too
+        big fails here, naming the config keys, and not in XLA under another program's name.
+        Nothing is compiled twice: the jitted call that follows finds the executable that
+        .lower().compile() made for the same argument shapes and shardings in jax's cache
+        (tests/test_learner.py counts the backend compiles of accumulate)."""
+        leaves, structure = jax.tree.flatten((microbatch, prox))
+        signature = (structure, tuple((leaf.shape, leaf.dtype) for leaf in leaves))
+        if signature in self._checked_signatures:
+            return
+        local_devices = [d for d in self.mesh.devices.flat if d.process_index == jax.process_index()]
+        free = device_memory.free_device_bytes(local_devices)
+        if free is not None:
+            analysis = self._accumulate.lower(self.state.params, grads, microbatch, prox).compile().memory_analysis()
+            if analysis is None:   # the backend keeps allocator statistics but cannot analyse a program
+                logger.warning("the gradient step's memory is not checked: %s has no compiled memory analysis",
+                               local_devices[0].platform)
+            else:
+                device_memory.check_gradient_step_fits(
+                    analysis.temp_size_in_bytes, analysis.output_size_in_bytes - analysis.alias_size_in_bytes,
+                    free, self._shrinking_settings)
+        self._checked_signatures.add(signature)
 
     def _needs_proximal_pass(self, microbatches: int) -> bool:
         """pi_prox (decoupled loss) is the parameters at the start of the update. With one
