@@ -22,6 +22,7 @@ import dataclasses
 import json
 import os
 import platform
+import random
 import sys
 import time
 
@@ -46,7 +47,10 @@ def collect_groups(config, split: str, num_tasks: int, store: ScreenshotStore):
     """num_tasks tasks of the split (spread over levels), each run group_size times: the
     trajectories, grouped by task."""
     source = environment_class(config.tasks.source)
-    tasks = source.evaluated(source.tasks(config, split, None), num_tasks, config.seed)
+    # drawn from 60 spread over levels and templates (a few taken directly would all be the
+    # first templates by name)
+    spread = source.evaluated(source.tasks(config, split, None), max(60, num_tasks), config.seed)
+    tasks = random.Random(config.seed).sample(spread, num_tasks)
     size = config.rl.group_size
     model, processor = build_model(config)
     with LocalWeb() as web, make_engine(config, model, processor, config.rl.temperature, top_p=1.0) as engine:
@@ -109,7 +113,7 @@ def main() -> None:
         return round(sum(g[key_b] for g in chosen) / total, 3) if total else None
 
     timed = None
-    if informative:
+    if informative and args.timed_groups:
         rows = [row for group in informative[:args.timed_groups] for row in group]
         timed = {"groups": min(len(informative), args.timed_groups), "rows": len(rows),
                  "merged": timed_update(config, model, rows, True), "copies": timed_update(config, model, rows, False)}
