@@ -100,7 +100,7 @@ def make_engine(model, slots: int, capacity: int, bucket: int, patches: int, ima
                 prefill_rows: int = 1) -> Engine:
     # a bucket as large as the capacity: no room is allocated for a chunk's overhang (none is chunked)
     settings = EngineSettings(slots=slots, capacity=capacity, prompt_buckets=(bucket, capacity), max_images=images,
-                              patches_per_image=patches, prefill_rows=prefill_rows, seed=0,
+                              patches_per_image=patches, prefill_rows=prefill_rows, prefill_cache=0, seed=0,
                               sampling=SamplingSettings(temperature=1.0, top_p=1.0), stop_token_ids=())
     return Engine(model, settings)
 

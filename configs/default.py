@@ -44,6 +44,11 @@ def warm_started(config: config_dict.ConfigDict) -> config_dict.ConfigDict:
     config.sampler.prompt_buckets = (512, 1024)
     config.sampler.max_images = 0              # text-only prompts: no screenshots to encode
     config.sampler.max_new_tokens = 320        # the teacher's longest response is ~280 tokens
+    # About half of a group's step rows are exact copies (benchmarks/merged_rows.py), and on a
+    # CPU a ~700-token prompt's prefill costs ~10x its response's decode: keep the last 16
+    # prompts' prefills. Per entry (6 layers x 4 KV heads x 32 dims, keys and values): 3.1 MB
+    # in float32 for a 512 bucket, 6.3 MB for 1,024 (at most ~100 MB in all)
+    config.sampler.prefill_cache = 16
     config.learner.row_length = 1024
     config.learner.rows_per_microbatch = 8
     config.learner.images_per_microbatch = 0
@@ -97,6 +102,13 @@ def bare() -> config_dict.ConfigDict:
     # requests whose prompts fit one bucket prefilled together, up to this many per call
     # (for GPUs: fewer calls); 1 (one at a time) on a CPU, where the work grows with the rows
     config.sampler.prefill_rows = 1
+    # Prefill cache: the last this many distinct prompts (same token ids, same weights version;
+    # text-only, fitting one bucket) keep their prefill's KV rows and last logits, so an exact
+    # copy of one (a group's episodes often send the same step) is written into its slot and
+    # only its first token is sampled afresh; a publish empties it. 0 = off. Per entry:
+    # 2 x layers x kv_heads x head_dim x bucket values (the bucket's KV rows) + the vocabulary's
+    # logits. Both prefill paths (prefill_rows 1 or more) use it.
+    config.sampler.prefill_cache = 0
     config.sampler.max_images = 2  # screenshots per prompt (history 1 -> 2)
     config.sampler.patches_per_image = 256  # embedded processor: at most 256x256 px = 256 patches
     # An "action" response: a click is 5-6 tokens (the tool call's fixed pieces are single tokens,

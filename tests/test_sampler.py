@@ -1,5 +1,6 @@
 """The sampler against transformers' generate and against full forward passes."""
 
+import collections
 import threading
 import time
 
@@ -224,11 +225,11 @@ def test_publish_during_generation_is_tagged_and_does_not_stall(pair):
     assert np.abs(response.logprobs[switch:] - old[switch:]).mean() > 0.1
 
 
-@pytest.mark.parametrize("prefill_rows", [1, 3])
-def test_steady_state_never_recompiles(pair, prefill_rows):
+@pytest.mark.parametrize("prefill_rows, prefill_cache", [(1, 0), (3, 0), (3, 4)])
+def test_steady_state_never_recompiles(pair, prefill_rows, prefill_cache):
     _, model = pair
     settings = engine_settings(1.0, slots=3, capacity=256, prompt_buckets=(16, 64), max_images=2, patches_per_image=64,
-                               prefill_rows=prefill_rows)
+                               prefill_rows=prefill_rows, prefill_cache=prefill_cache)
     engine = Engine(model, settings)
     engine.warm_up()   # compiles every bucket (first and later chunks, rows together), decode and the encoder
     compiled = engine.compilations()
@@ -236,12 +237,15 @@ def test_steady_state_never_recompiles(pair, prefill_rows):
         warm = [engine.submit(as_request(f, 6)) for f in PROMPTS + [prompt(b"0123456789" * 9, [(64, 64)], seed=4)]]
         [f.result(timeout=300) for f in warm]
         more = [prompt(b"new text " * k, [(64, 32)] * (k % 3), seed=10 + k) for k in range(1, 7)]
+        more += [prompt(b"new text " * 3)] * 2 + [prompt(b"hello")]   # copies: prefill cache hits when it is on
         futures = [engine.submit(as_request(f, 4 + k)) for k, f in enumerate(more)]
         [f.result(timeout=300) for f in futures]
         assert engine.compilations() == compiled
-    # with prefill_rows 3: one shape per bucket and row count (1, 2, 3)
+        assert (engine.stats["prefill_cache_hits"] > 0) == (prefill_cache > 0)
+    # with prefill_rows 3: one shape per bucket and row count (1, 2, 3); with the prefill
+    # cache one copy into a slot per bucket
     assert compiled == {"prefill": 4, "prefill_rows": 0 if prefill_rows == 1 else 2 * 3,
-                        "decode": len(engine.windows), "encode": 1}
+                        "decode": len(engine.windows), "encode": 1, "restore": 2 if prefill_cache else 0}
 
 
 def test_vision_cache_encodes_a_screenshot_once_per_version(pair):
@@ -259,6 +263,104 @@ def test_vision_cache_encodes_a_screenshot_once_per_version(pair):
         assert engine.stats["images_encoded"] == 2
     np.testing.assert_array_equal(first.tokens, second.tokens)
     np.testing.assert_array_equal(first.tokens, third.tokens)
+
+
+def cached_engine_settings(temperature, **changes):
+    return engine_settings(temperature, **{"slots": 1, "capacity": 256, "prompt_buckets": (32, 128), "max_images": 0,
+                                           "prefill_cache": 4, **changes})
+
+
+def serve(model, settings, requests, version=0):
+    """Each request in turn (each waits for the one before) on a new engine: (responses, stats)."""
+    with Engine(model, settings, version=version) as engine:
+        responses = [engine.submit(r).result(timeout=300) for r in requests]
+        return responses, collections.Counter(engine.stats)
+
+
+@pytest.mark.parametrize("prefill_rows", [1, 4])
+def test_prefill_cache_hit_gives_the_uncached_response(pair, prefill_rows):
+    """Greedy: a prompt's copy, served from the prefill cache (one at a time, and admitted
+    together with it into free slots, on both prefill paths), gives the uncached engine's
+    tokens and log-probs; another prompt is a miss."""
+    _, model = pair
+    a, b = as_request(PROMPTS[1], 10), as_request(PROMPTS[0], 10)
+    plain, _ = serve(model, cached_engine_settings(0.0, prefill_cache=0), [a, b])
+    cached, stats = serve(model, cached_engine_settings(0.0), [a, a, b])
+    assert stats["prefill_cache_hits"] == 1 and stats["prefills"] == 2
+    for got, expected in zip(cached, [plain[0], plain[0], plain[1]]):
+        np.testing.assert_array_equal(got.tokens, expected.tokens)
+        np.testing.assert_allclose(got.logprobs, expected.logprobs, atol=1e-6, rtol=0)
+    # four copies and the other prompt admitted in one round: one prefill per distinct prompt
+    engine = Engine(model, cached_engine_settings(0.0, slots=5, prefill_rows=prefill_rows))
+    futures = [engine.submit(r) for r in [a, b, a, a, a]]   # queued before the loop's first round
+    with engine:
+        together = [f.result(timeout=300) for f in futures]
+        stats = collections.Counter(engine.stats)
+    assert stats["prefill_cache_hits"] == 3 and stats["prefills"] == 2
+    for got, expected in zip(together, [plain[0], plain[1], plain[0], plain[0], plain[0]]):
+        np.testing.assert_array_equal(got.tokens, expected.tokens)   # (decoding 5 slots at once sums
+        np.testing.assert_allclose(got.logprobs, expected.logprobs, atol=1e-5, rtol=0)   # in another order)
+
+
+def test_prefill_cache_is_emptied_by_a_publish(pair):
+    """After new weights (version 1) the same prompt is a miss: its response is the new
+    weights' (an uncached engine's with them), tagged version 1."""
+    _, model = pair
+    graphdef, params = nnx.split(model)
+    new_params = jax.tree.map(lambda p: p * 1.5, params)
+    request = as_request(PROMPTS[1], 8)
+    with Engine(model, cached_engine_settings(0.0)) as engine:
+        before = engine.submit(request).result(timeout=300)
+        engine.publish(new_params, version=1)
+        after = engine.submit(request).result(timeout=300)
+        again = engine.submit(request).result(timeout=300)
+        stats = collections.Counter(engine.stats)
+    (expected,), _ = serve(nnx.merge(graphdef, new_params), cached_engine_settings(0.0, prefill_cache=0), [request])
+    assert stats["prefill_cache_hits"] == 1 and stats["prefills"] == 2   # `again` is the new version's hit
+    assert not np.array_equal(before.tokens, expected.tokens)            # the weights' change shows
+    for got in (after, again):
+        np.testing.assert_array_equal(got.tokens, expected.tokens)
+        np.testing.assert_allclose(got.logprobs, expected.logprobs, atol=1e-6, rtol=0)
+        assert (got.versions == 1).all()
+
+
+def test_prefill_cache_hit_samples_its_first_token_afresh(pair):
+    """Temperature 1: every hit draws its first token from the cached distribution with a
+    fresh key (not the miss's token): the first tokens vary, and each one's log-prob is
+    that token's under the prompt's distribution (a full forward pass's)."""
+    _, model = pair
+    fields = PROMPTS[1]
+    requests = [as_request(fields, 1)] * 40
+    responses, stats = serve(model, cached_engine_settings(1.0), requests, version=3)
+    assert stats["prefill_cache_hits"] == 39 and stats["prefills"] == 1
+    tokens = np.array([r.tokens[0] for r in responses])
+    assert len(set(tokens[1:].tolist())) > 3
+    logits = np.asarray(model(input_ids=fields["input_ids"][None]))[0, -1]   # the prompt's distribution
+    log_probs = np.asarray(jax.nn.log_softmax(jnp.asarray(logits)))
+    np.testing.assert_allclose([r.logprobs[0] for r in responses], log_probs[tokens], atol=1e-4, rtol=0)
+    assert all(r.versions[0] == 3 for r in responses)
+
+
+def test_prefill_cache_evicts_the_least_recently_used(pair):
+    """prefill_cache = 2: A B C A misses every time; A B A C A B hits A twice, and B (the
+    least recently used when C came) is gone."""
+    _, model = pair
+    a, b, c = (as_request(prompt(text), 2) for text in (b"first", b"second", b"third"))
+    settings = cached_engine_settings(0.0, prefill_cache=2)
+    _, stats = serve(model, settings, [a, b, c, a])
+    assert stats["prefill_cache_hits"] == 0 and stats["prefills"] == 4
+    _, stats = serve(model, settings, [a, b, a, c, a, b])
+    assert stats["prefill_cache_hits"] == 2 and stats["prefills"] == 4
+
+
+def test_prefill_cache_skips_images_and_long_prompts(pair):
+    """Prompts with images, and prompts longer than the largest bucket (chunked), are never
+    cached: their copies are prefilled again."""
+    _, model = pair
+    shot, long = as_request(PROMPTS[2], 3), as_request(prompt(b"0123456789" * 15), 3)
+    settings = cached_engine_settings(0.0, capacity=256, max_images=1, patches_per_image=64)
+    _, stats = serve(model, settings, [shot, shot, long, long])
+    assert stats["prefill_cache_hits"] == 0 and stats["prefills"] == 4
 
 
 def test_requests_that_cannot_fit_fail_clearly(pair):

@@ -19,6 +19,13 @@ takes effect at the next iteration; in-flight requests keep their cache.
 
 Images: each one is encoded once per (screenshot key, version) and kept in a small cache,
 because consecutive steps of an episode show the same screenshot twice (history).
+
+Prefill cache (`prefill_cache` > 0): the episodes of a GRPO group often send the very same
+prompt (same token ids, same weights version). A text-only prompt that fits one chunk keeps
+its prefill's KV rows and last-position logits, keyed by (version, token ids), in a small
+LRU cache; a copy of it is then written into its slot from there and its first token is
+sampled afresh from the cached logits (a fresh key, the same `sample`), so it is
+distributed exactly as a real prefill's. A swap of parameters empties the cache.
 """
 
 from __future__ import annotations
@@ -63,6 +70,10 @@ class EngineSettings:
     # benchmarks/sampler.py --prefill-rows). 1 = one at a time (on a CPU the work grows
     # with the rows anyway, and every width is one more shape to compile).
     prefill_rows: int
+    # Recent prompts whose prefill (KV rows of their bucket + last logits) is kept for exact
+    # copies of them (same ids, same version; text-only, one chunk); 0 = off. Both prefill
+    # paths (one at a time and prefill_rows) use it.
+    prefill_cache: int
     seed: int
     sampling: SamplingSettings
     stop_token_ids: tuple[int, ...]                  # e.g. <|im_end|>
@@ -74,7 +85,8 @@ class EngineSettings:
         (eval's, or RL's: 1.0) until one of `stop_token_ids` (the processor's)."""
         s = config.sampler
         return cls(slots=s.slots, capacity=s.capacity, prompt_buckets=tuple(s.prompt_buckets), max_images=s.max_images,
-                   patches_per_image=s.patches_per_image, prefill_rows=s.prefill_rows, seed=config.seed,
+                   patches_per_image=s.patches_per_image, prefill_rows=s.prefill_rows,
+                   prefill_cache=s.prefill_cache, seed=config.seed,
                    sampling=SamplingSettings(temperature=temperature, top_p=top_p), stop_token_ids=tuple(stop_token_ids))
 
 
@@ -149,14 +161,18 @@ class Engine:
         self._running = False
         self._step = 0
         self._vision_cache: collections.OrderedDict = collections.OrderedDict()
+        # (version, prompt ids bytes) -> (KV keys, values [L, 1, K, bucket, H], last logits [1, V],
+        # prompt length, next rotary position), least recently used first
+        self._prefill_cache: collections.OrderedDict = collections.OrderedDict()
         self.stats = collections.Counter()
         # the cache keeps one sharding across calls (else every call would see a new one and recompile)
         self._prefill = jax.jit(self._prefill_impl, donate_argnums=(1,), static_argnames=("first",),
-                                out_shardings=(cache_shardings, None, None))
+                                out_shardings=(cache_shardings, None, None, None))
+        self._restore = jax.jit(self._restore_impl, donate_argnums=(0,), out_shardings=(cache_shardings, None, None))
         self._decode = jax.jit(self._decode_impl, donate_argnums=(1,), static_argnames=("window",),
                                out_shardings=(cache_shardings, None, None))
         self._prefill_rows = jax.jit(self._prefill_rows_impl, donate_argnums=(1,),
-                                     out_shardings=(cache_shardings, None, None))
+                                     out_shardings=(cache_shardings, None, None, None))
         # the row counts a batched prefill is padded to: powers of two, then prefill_rows itself
         rows = min(settings.prefill_rows, settings.slots)
         self.prefill_widths = tuple(sorted({min(2**k, rows) for k in range(rows.bit_length() + 1)})) if rows > 1 else ()
@@ -246,9 +262,11 @@ class Engine:
                 if self.settings.max_images:
                     patches = np.zeros((4, self.config.vision.still_patch_dim), np.uint8)   # the Processor's kind
                     features = self._features([Image(pixel_values=patches, grid_thw=(1, 2, 2))])
-                self._cache, _, _ = self._prefill(self._params, self._cache, np.int32(0), np.int32(0), zeros,
-                                                  np.zeros((3, 1, bucket), np.int32), zeros + 1, zeros - 1,
-                                                  features, self._key(), first=first)
+                self._cache, _, _, kept = self._prefill(self._params, self._cache, np.int32(0), np.int32(0), zeros,
+                                                        np.zeros((3, 1, bucket), np.int32), zeros + 1, zeros - 1,
+                                                        features, self._key(), first=first)
+                if kept is not None:   # a cached prompt's copy: written back into a slot
+                    self._cache, _, _ = self._restore(self._cache, np.int32(0), *kept, np.int32(1), self._key())
         for bucket in self.buckets:
             for width in self.prefill_widths:
                 self._run_prefill_rows(bucket, width, [])
@@ -269,7 +287,7 @@ class Engine:
         """How many shapes each jitted function has compiled (steady state: constant)."""
         return {name: fn._cache_size() for name, fn in
                 (("prefill", self._prefill), ("prefill_rows", self._prefill_rows), ("decode", self._decode),
-                 ("encode", self._encode))}
+                 ("encode", self._encode), ("restore", self._restore))}
 
     # ------------------------------------------------------------ the loop (engine thread)
 
@@ -282,6 +300,7 @@ class Engine:
                     return
                 if self._pending_params is not None:
                     (self._params, self._version), self._pending_params = self._pending_params, None
+                    self._prefill_cache.clear()   # the old version's prefills: never used again
                     self.stats["swaps"] += 1
                 admitted = []
                 while self._queue and None in self._slots:
@@ -359,19 +378,42 @@ class Engine:
             bucket = min(b for b in self.buckets if b >= chunk)
             pad = bucket - chunk
             piece = lambda a: np.pad(a[..., start:start + chunk], [(0, 0)] * (a.ndim - 1) + [(0, pad)])  # noqa: E731
-            self._cache, token, logprob = self._prefill(
+            self._cache, token, logprob, kept = self._prefill(
                 self._params, self._cache, np.int32(index), np.int32(start), piece(ids)[None],
                 piece(positions)[:, None], piece(np.ones(len(ids), np.int32))[None], piece(source)[None],
                 features, self._key(), first=start == 0)
             start += chunk
         slot.length = len(ids)
+        if kept is not None and chunk == len(ids):   # one chunk: the prefill cache may keep it
+            self._store(index, *kept)
         self._record(index, int(token), float(logprob))
         self.stats["prefills"] += 1
         self.stats["prefill_seconds"] += time.perf_counter() - started  # image encoding is vision_seconds
 
     def _prefill_admitted(self, admitted: list[int]) -> None:
         """Prompts that fit one chunk go prefill_rows at a time, by bucket; longer ones (and
-        all of them with prefill_rows = 1) chunk by chunk, one slot at a time."""
+        all of them with prefill_rows = 1) chunk by chunk, one slot at a time. With the
+        prefill cache, a prompt found there is copied into its slot, and copies of a prompt
+        admitted together with it wait for its prefill, then are copied."""
+        copies, misses, prefilling = [], [], set()
+        for index in admitted:
+            key = self._prefill_key(index)
+            if key is not None and key in self._prefill_cache:
+                self._restore_slot(index, key)
+            elif key is not None and key in prefilling:
+                copies.append((index, key))
+            else:
+                if key is not None:
+                    prefilling.add(key)
+                misses.append(index)
+        self._prefill_each(misses)
+        for index, key in copies:
+            if key in self._prefill_cache:
+                self._restore_slot(index, key)
+            else:   # evicted by the others admitted with it (more distinct prompts than entries)
+                self._prefill_slot(index)
+
+    def _prefill_each(self, admitted: list[int]) -> None:
         together: dict[int, list[int]] = collections.defaultdict(list)
         for index in admitted:
             length = len(self._slots[index].request.input_ids)
@@ -409,16 +451,56 @@ class Engine:
             features = VisionFeatures(tokens=jnp.concatenate([b.tokens for b in blocks]),
                                       deepstack=tuple(jnp.concatenate([b.deepstack[k] for b in blocks])
                                                       for k in range(len(config.vision.deepstack_layers))))
-        self._cache, first_tokens, first_logprobs = self._prefill_rows(
+        self._cache, first_tokens, first_logprobs, kept = self._prefill_rows(
             self._params, self._cache, targets, tokens, positions, valid, source, features, self._key())
         if not indices:
             return   # warm-up
         first_tokens, first_logprobs = np.asarray(first_tokens), np.asarray(first_logprobs)
         for row, index in enumerate(indices):
             self._slots[index].length = len(self._slots[index].request.input_ids)
+            if kept is not None:   # row `row` of the call's KV rows [L, W, K, S, H] and logits [W, V]
+                keys, values, logits = kept
+                take = lambda a, axis: jax.lax.dynamic_slice_in_dim(a, np.int32(row), 1, axis=axis)  # noqa: E731
+                self._store(index, take(keys, 1), take(values, 1), take(logits, 0))
             self._record(index, int(first_tokens[row]), float(first_logprobs[row]))
         self.stats["prefills"] += len(indices)
         self.stats["prefill_calls"] += 1
+        self.stats["prefill_seconds"] += time.perf_counter() - started
+
+    def _prefill_key(self, index: int):
+        """The prefill cache's key of the slot's prompt, or None if it is not cached: the cache
+        is off, the prompt has images (their pixels would have to be hashed into the key; the
+        warm-started agent is text-only) or does not fit one chunk."""
+        request = self._slots[index].request
+        if not self.settings.prefill_cache or request.images or len(request.input_ids) > self.buckets[-1]:
+            return None
+        return self._version, np.asarray(request.input_ids, np.int32).tobytes()
+
+    def _store(self, index: int, keys, values, logits) -> None:
+        """Keep the prefill just written into slot `index`: its bucket's KV rows and the
+        logits of its last position (of the version that made them)."""
+        key = self._prefill_key(index)
+        if key is None:
+            return
+        slot = self._slots[index]
+        self._prefill_cache[key] = (keys, values, logits, len(slot.request.input_ids), slot.position)
+        self._prefill_cache.move_to_end(key)
+        while len(self._prefill_cache) > self.settings.prefill_cache:
+            self._prefill_cache.popitem(last=False)
+
+    def _restore_slot(self, index: int, key) -> None:
+        """A cached prompt's copy: its KV rows into slot `index`, and a first token sampled
+        afresh from its logits (fresh key), recorded with the engine's version."""
+        started = time.perf_counter()
+        self._prefill_cache.move_to_end(key)
+        keys, values, logits, length, position = self._prefill_cache[key]
+        slot = self._slots[index]
+        slot.position = position
+        self._cache, token, logprob = self._restore(self._cache, np.int32(index), keys, values, logits,
+                                                    np.int32(length), self._key())
+        slot.length = length
+        self._record(index, int(token), float(logprob))
+        self.stats["prefill_cache_hits"] += 1
         self.stats["prefill_seconds"] += time.perf_counter() - started
 
     def _features(self, images) -> VisionFeatures:
@@ -518,11 +600,24 @@ class Engine:
         inputs = ModelInputs(tokens=tokens, positions=positions, segment_ids=valid, vision_source=source)
         hidden, row = model.hidden_states(inputs, row, features)
         last = jax.lax.dynamic_slice_in_dim(hidden, valid.sum() - 1, 1, axis=1)
-        token, logprob = sample(model.logits(last)[:, 0], self._sampling_key(key), self.settings.sampling)
+        logits = model.logits(last)[:, 0]
+        token, logprob = sample(logits, self._sampling_key(key), self.settings.sampling)
         zero = jnp.zeros((), jnp.int32)
         put = lambda a, r: jax.lax.dynamic_update_slice(a, r, (zero, slot, zero, zero, zero))  # noqa: E731
         cache = KVCache(keys=put(cache.keys, row.keys), values=put(cache.values, row.values),
                         lengths=cache.lengths.at[slot].set(row.lengths[0]))
+        # a first chunk's rows and logits, for the prefill cache (a copy of the rows: only when it is on)
+        kept = (row.keys, row.values, logits) if first and self.settings.prefill_cache else None
+        return cache, token[0], logprob[0], kept
+
+    def _restore_impl(self, cache: KVCache, slot, keys, values, logits, length, key):
+        """A cached prefill into slot `slot`: its KV rows ([L, 1, K, bucket, H]) and length;
+        the first token sampled from its logits ([1, V]) as a prefill samples it."""
+        zero = jnp.zeros((), jnp.int32)
+        put = lambda a, r: jax.lax.dynamic_update_slice(a, r, (zero, slot, zero, zero, zero))  # noqa: E731
+        cache = KVCache(keys=put(cache.keys, keys), values=put(cache.values, values),
+                        lengths=cache.lengths.at[slot].set(length))
+        token, logprob = sample(logits, self._sampling_key(key), self.settings.sampling)
         return cache, token[0], logprob[0]
 
     def _prefill_rows_impl(self, params, cache: KVCache, targets, tokens, positions, valid, source, features, key):
@@ -535,11 +630,13 @@ class Engine:
         inputs = ModelInputs(tokens=tokens, positions=positions, segment_ids=valid, vision_source=source)
         hidden, fresh = model.hidden_states(inputs, fresh, features)
         last = jnp.take_along_axis(hidden, (valid.sum(-1) - 1)[:, None, None], axis=1)
-        token, logprob = sample(model.logits(last)[:, 0], self._sampling_key(key), self.settings.sampling)
+        logits = model.logits(last)[:, 0]
+        token, logprob = sample(logits, self._sampling_key(key), self.settings.sampling)
         put = lambda a, r: a.at[:, targets, :, :bucket].set(r, mode="drop")  # noqa: E731
         cache = KVCache(keys=put(cache.keys, fresh.keys), values=put(cache.values, fresh.values),
                         lengths=cache.lengths.at[targets].set(fresh.lengths, mode="drop"))
-        return cache, token, logprob
+        kept = (fresh.keys, fresh.values, logits) if self.settings.prefill_cache else None
+        return cache, token, logprob, kept
 
     def _decode_impl(self, params, cache: KVCache, tokens, positions, active, key, window: int):
         """One token for every slot, attending over the first `window` positions (every
