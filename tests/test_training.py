@@ -45,8 +45,10 @@ def test_short_asynchronous_run_keeps_staleness_within_eta(short_run_process, tm
         assert 0 <= record["staleness_mean"] <= record["staleness_max"] <= 1   # eta = 1
         for name in ("episodes", "success_rate", "clip_ratio", "behave_cap_ratio", "loss", "tokens_per_step",
                      "steps_per_episode", "trajectories_per_hour", "sampler_busy", "learner_busy",
-                     "memory_generic_key_share", "memory_key_persistence", "response_tokens_per_step"):
+                     "memory_generic_key_share", "memory_key_persistence", "response_tokens_per_step",
+                     "rows", "rows_trained"):
             assert name in record, name
+        assert record["prefill_cache_share"] == 0.0   # the bare config's cache is off, and it had prompts
         # every episode finished since the previous update, trained on or not: null when none
         # finished in between (the update trained on groups that were already waiting)
         assert record["collected_success_rate"] is None or 0 <= record["collected_success_rate"] <= 1

@@ -292,6 +292,8 @@ class UpdateLog:
         """The collector's side since RL began: rates, busy shares, admission and drop counts."""
         wall = time.monotonic() - self.started
         finished = counters["episodes"] - self.episodes
+        sampler = self.orchestrator.engine.stats
+        prompts = sampler["prefills"] + sampler["prefill_cache_hits"]
         return {
             "episodes": counters["episodes"],
             # the policy's own success at the sampling temperature: every episode finished since
@@ -300,6 +302,9 @@ class UpdateLog:
             "trajectories_per_hour": 3600.0 * (counters["episodes"] - self.episodes_at_start) / max(wall, 1e-9),
             "sampler_busy": min(1.0, self.orchestrator.engine.busy_seconds() / max(wall, 1e-9)),
             "learner_busy": min(1.0, self.orchestrator.busy["learner_seconds"] / max(wall, 1e-9)),
+            # the share of the sampler's prompts since RL began that were copies served from its
+            # prefill cache (sampler.prefill_cache; null before any prompt)
+            "prefill_cache_share": sampler["prefill_cache_hits"] / prompts if prompts else None,
             "admission_lead": counters["lead"],
             "groups_dropped_uniform": counters["dropped_uniform"], "groups_dropped_too_few": counters["dropped_too_few"],
             "groups_rejected_stale": counters["rejected_stale"], "episodes_crashed": counters["episodes_crashed"],
