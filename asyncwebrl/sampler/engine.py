@@ -384,7 +384,7 @@ class Engine:
                 features, self._key(), first=start == 0)
             start += chunk
         slot.length = len(ids)
-        if kept is not None and chunk == len(ids):   # one chunk: the prefill cache may keep it
+        if kept is not None:   # a first chunk, here the whole prompt: the prefill cache may keep it
             self._store(index, *kept)
         self._record(index, int(token), float(logprob))
         self.stats["prefills"] += 1
