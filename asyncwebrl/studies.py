@@ -236,12 +236,16 @@ def arm_report(out: str, arm: str, seeds) -> dict:
                      "after": _successes(_read_json(os.path.join(directory, "eval.json")))})
     changes = [r["summary"]["success_after"] - r["summary"]["success_before"] for r in runs
                if r["summary"].get("success_after") is not None and r["summary"].get("success_before") is not None]
-    curves, walls = {}, {}
+    curves, walls, dynamics = {}, {}, {key: {} for key in DYNAMICS}
     for r in runs:
         for record in r["metrics"]:
-            if record.get("phase") == "rl" and record.get("collected_success_rate") is not None:
+            if record.get("phase") != "rl":
+                continue
+            if record.get("collected_success_rate") is not None:
                 curves.setdefault(record["update"], []).append(record["collected_success_rate"])
                 walls.setdefault(record["update"], []).append(record.get("wall_seconds"))
+            for key, by_update in dynamics.items():
+                by_update.setdefault(record["update"], []).append(record.get(key))
     rl = [record for r in runs for record in r["metrics"] if record.get("phase") == "rl"]
     return {
         "arm": arm, "seeds_finished": [r["seed"] for r in runs],
@@ -264,6 +268,9 @@ def arm_report(out: str, arm: str, seeds) -> dict:
         "held_out": all(r["summary"].get("train_split", "train") != "eval" for r in runs),
         "dynamics": {key: _mean([_run_mean([m for m in r["metrics"] if m.get("phase") == "rl"], key) for r in runs])
                      for key in DYNAMICS},
+        # the same per update, over seeds (None where no seed logged it): the dynamics over training
+        "dynamics_by_update": {key: {u: _mean(v) for u, v in sorted(by_update.items())}
+                               for key, by_update in dynamics.items()},
     }
 
 
@@ -357,8 +364,8 @@ def plot(arms: list[dict], path: str) -> None:
     # inline display away from the notebook that called `report` (load_report)
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(17, 4.5), layout="constrained")
-    curves, clock, bars = figure.subplots(1, 3)
+    figure = Figure(figsize=(17, 9), layout="constrained")
+    (curves, clock, bars), over_training = figure.subplots(2, 3)
     for arm in arms:
         points, walls = arm["collected_success_by_update"], arm["wall_seconds_by_update"]
         curves.plot(list(points), list(points.values()), "-o", markersize=3, label=arm["arm"])
@@ -388,7 +395,33 @@ def plot(arms: list[dict], path: str) -> None:
         clock.legend(fontsize=8)
     if bars.get_legend_handles_labels()[0]:
         bars.legend(fontsize=8)
+    _plot_dynamics(arms, over_training)
     figure.savefig(path, dpi=110)
+
+
+# The second row of a study's plot: what the paper's findings are about, per update (mean
+# over seeds); each panel's series, and the line style telling a panel's series apart
+DYNAMICS_PANELS = (
+    ("Steps per episode: success (solid), failure (dashed)", ("steps_per_success", "steps_per_failure")),
+    ("Response tokens per step", ("response_tokens_per_step",)),
+    ("Clipped tokens (solid), behaviour weight capped (dashed)", ("clip_ratio", "behave_cap_ratio")),
+)
+
+
+def _plot_dynamics(arms: list[dict], panels) -> None:
+    for axes, (title, keys) in zip(panels, DYNAMICS_PANELS):
+        for index, arm in enumerate(arms):
+            colour = f"C{index}"
+            for key, style in zip(keys, ("-", "--")):
+                points = {u: v for u, v in arm.get("dynamics_by_update", {}).get(key, {}).items() if v is not None}
+                if points:
+                    axes.plot(list(points), list(points.values()), style, color=colour, marker="o", markersize=2,
+                              label=arm["arm"] if key == keys[0] else None)
+        axes.set_title(title, fontsize=10)
+        axes.set_xlabel("update")
+        axes.grid(alpha=0.3)
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(fontsize=8)
 
 
 def report(study: Study, out: str) -> dict:

@@ -74,6 +74,10 @@ def test_every_arm_runs_in_a_workdir_of_its_own_and_one_report_reads_them(tmp_pa
         assert arm["seeds_finished"] == [0]
         assert arm["before"]["episodes"] == arm["after"]["episodes"] == 1    # the one task, before and after
         assert len(arm["change_per_seed"]) == 1 and arm["update_seconds"] > 0
+        # the dynamics over training are the run's own per-update values (one seed: no averaging)
+        logged = [json.loads(line) for line in open(os.path.join(out, arm["arm"], "seed0", "metrics.jsonl"))]
+        update = next(record for record in logged if record.get("phase") == "rl" and record.get("update") == 1)
+        assert arm["dynamics_by_update"]["response_tokens_per_step"]["1"] == update["response_tokens_per_step"] > 0
     table = open(os.path.join(out, "report.md")).read()
     assert "| sync | `rl.eta=0` | 1 |" in table and "| async | `rl.eta=1` | 1 |" in table
     assert open(os.path.join(out, "report.png"), "rb").read(4) == b"\x89PNG"
