@@ -13,8 +13,8 @@ jitted function the first update or the first decode step compiles, `jit.lower(.
 tens of percent from one run to the next):
 - learner: `accumulate` (the loss and its gradient over one microbatch), `apply` (AdamW),
   `logprobs` (the proximal pass, compiled when an update takes several optimiser steps);
-- sampler: `decode` (one token for every slot, one attention window) and `prefill` (a
-  first prompt chunk of one bucket).
+- sampler: `decode` (a call of up to --decode-steps steps for every slot, one attention
+  window) and `prefill` (a first prompt chunk of one bucket).
 Nothing is run on the device besides building the model and the learner's state.
 """
 
@@ -97,12 +97,14 @@ def learner_compile_times(model, args) -> dict:
 
 def sampler_compile_times(model, args) -> dict:
     settings = EngineSettings(slots=args.slots, capacity=args.capacity, prompt_buckets=(args.bucket,),
-                              max_images=0, patches_per_image=0, prefill_rows=1, prefill_cache=0, seed=0,
+                              max_images=0, patches_per_image=0, prefill_rows=1, prefill_cache=0,
+                              decode_steps=args.decode_steps, seed=0,
                               sampling=SamplingSettings(temperature=1.0, top_p=1.0), stop_token_ids=(0,))
     engine = Engine(model, settings)
     slots = np.zeros(args.slots, np.int32)
-    decode = timed_compile(engine._decode, engine._params, engine._cache, slots, slots, slots.astype(bool),
-                           np.int32(0), window=engine.windows[-1])
+    decode = timed_compile(engine._decode, engine._params, engine._cache, slots, slots, slots.astype(bool), slots,
+                           np.int32(0), np.int32(args.decode_steps), np.bool_(False), rows=args.slots,
+                           window=engine.windows[-1])
     zeros = np.zeros((1, args.bucket), np.int32)
     prefill = timed_compile(engine._prefill, engine._params, engine._cache, np.int32(0), np.int32(0), zeros,
                             np.zeros((3, 1, args.bucket), np.int32), zeros + 1, zeros - 1, None, np.int32(0),
@@ -120,6 +122,7 @@ def main() -> None:
     parser.add_argument("--images", action="store_true", help="one screenshot in the learner's microbatch")
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--capacity", type=int, default=1024)
+    parser.add_argument("--decode-steps", type=int, default=8, help="sampler.decode_steps")
     parser.add_argument("--bucket", type=int, default=256)
     parser.add_argument("--skip", default="", help="comma-separated parts to leave out: learner, sampler")
     parser.add_argument("--repeats", type=int, default=3, help="compiles per function (the median is reported)")

@@ -109,6 +109,11 @@ def bare() -> config_dict.ConfigDict:
     # 2 x layers x kv_heads x head_dim x bucket values (the bucket's KV rows) + the vocabulary's
     # logits. Both prefill paths (prefill_rows 1 or more) use it.
     config.sampler.prefill_cache = 0
+    # Decode steps per jitted call while the host has nothing to do in between (no publish
+    # pending; with requests queued the call ends at the first finished slot): every call is a
+    # host round trip (a few ms on a GPU, launch-bound for small models), paid once per 8 tokens
+    # here. A publish waits for the call's end (at most this many steps); 1 = one step per call.
+    config.sampler.decode_steps = 8
     config.sampler.max_images = 2  # screenshots per prompt (history 1 -> 2)
     config.sampler.patches_per_image = 256  # embedded processor: at most 256x256 px = 256 patches
     # An "action" response: a click is 5-6 tokens (the tool call's fixed pieces are single tokens,

@@ -1,6 +1,7 @@
 """The sampler against transformers' generate and against full forward passes."""
 
 import collections
+import dataclasses
 import threading
 import time
 
@@ -151,17 +152,23 @@ def test_prompts_prefilled_together_give_the_same_tokens(pair):
 def test_pallas_decode_reads_each_row_to_its_own_length(checkpoint):
     """The Pallas decode kernel (its interpreter on CPU), which reads each slot only up to
     its length in a cache allocated in whole 512s: same greedy tokens as transformers for
-    concurrent requests of different lengths, text and images."""
+    concurrent requests of different lengths, text and images, several steps per call;
+    once the shortest has finished, a block of the first 2 of the 3 slots is decoded in
+    place (the kernel's rows are the inputs')."""
     reference, directory = checkpoint
     model = load_pretrained(directory, **pretrained_options(attention="pallas"))
     lengths = [6, 11, 4]
-    settings = engine_settings(0.0, slots=3, capacity=200, prompt_buckets=(64,), max_images=2, patches_per_image=64)
+    settings = engine_settings(0.0, slots=3, capacity=200, prompt_buckets=(64,), max_images=2, patches_per_image=64,
+                               decode_steps=4)
     with Engine(model, settings) as engine:
-        assert engine.windows == (512,)
+        assert engine.windows == (512,) and engine.blocks == (1, 2, 3)
         responses = [f.result(timeout=600) for f in [engine.submit(as_request(f, n))
                                                       for f, n in zip(PROMPTS[1:4], lengths)]]
+        stats = collections.Counter(engine.stats)
     for fields, n, response in zip(PROMPTS[1:4], lengths, responses):
         np.testing.assert_array_equal(response.tokens, hf_greedy(reference, fields, n))
+    assert stats["decode_calls"] < stats["decode_steps"] == max(lengths) - 1
+    assert stats["decode_slot_rows"] < 3 * stats["decode_steps"]
 
 
 def test_returned_logprobs_match_a_full_forward(pair):
@@ -174,6 +181,78 @@ def test_returned_logprobs_match_a_full_forward(pair):
         for fields, response in zip(PROMPTS[1:4], responses):
             expected = full_forward_logprobs(model, fields, response.tokens, temperature or 1.0)
             np.testing.assert_allclose(response.logprobs, expected, atol=1e-4, rtol=0)
+
+
+def serve_at_once(model, settings, requests, late=()):
+    """`requests` queued before the engine starts, then `late` ones submitted once the first
+    response is back (while the others decode): (responses in that order, stats)."""
+    engine = Engine(model, settings)
+    futures = [engine.submit(r) for r in requests]
+    with engine:
+        futures[0].result(timeout=300)
+        futures += [engine.submit(r) for r in late]
+        responses = [f.result(timeout=300) for f in futures]
+        return responses, collections.Counter(engine.stats)
+
+
+def test_several_decode_steps_per_call_give_the_one_step_tokens(pair):
+    """Greedy, 3 slots, 8 steps per call against 1: requests of different lengths whose
+    responses end inside a call by max_new_tokens, by a stop token and by filling the slot's
+    capacity; more requests than slots (queued ones end a call at the first finish) and one
+    arriving while others decode. Same tokens, finish reasons and log-probs."""
+    _, model = pair
+    texts = [b"hello", b"a third request", b"fourth: " + b"x" * 30, b"5th", b"six"]
+    requests = [as_request(PROMPTS[1], 13)] + [as_request(prompt(t), n) for t, n in zip(texts, [5, 100, 9, 60, 23])]
+    late = [as_request(prompt(b"the last one, arriving late"), 11)]
+    settings = engine_settings(0.0, slots=3, capacity=96, prompt_buckets=(32, 96), max_images=0)
+    # a stop token sampled mid-response by one request and by no other (found without stop tokens)
+    plain, _ = serve_at_once(model, dataclasses.replace(settings, decode_steps=1), requests, late)
+    elsewhere = {int(t) for r in plain[:4] + plain[5:] for t in r.tokens}
+    stop = next(int(t) for t in plain[4].tokens[4:] if t not in elsewhere and t not in plain[4].tokens[:4])
+    settings = dataclasses.replace(settings, stop_token_ids=(stop,))
+    one, one_stats = serve_at_once(model, dataclasses.replace(settings, decode_steps=1), requests, late)
+    several, several_stats = serve_at_once(model, dataclasses.replace(settings, decode_steps=8), requests, late)
+    assert [r.finish_reason for r in one] == ["length", "length", "context", "length", "stop", "length", "length"]
+    for a, b in zip(one, several):
+        np.testing.assert_array_equal(a.tokens, b.tokens)
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5, rtol=0)
+        assert a.finish_reason == b.finish_reason and (b.versions == 0).all()
+    assert one_stats["decode_calls"] == one_stats["decode_steps"]
+    assert several_stats["decode_calls"] < several_stats["decode_steps"] / 2
+    assert several_stats["decode_slot_steps"] == one_stats["decode_slot_steps"] == sum(len(r.tokens) - 1 for r in one)
+
+
+def test_light_load_decodes_only_the_occupied_block(pair):
+    """8 slots: one request decodes a block of 1 row, three at once a block of 4 (slots 0-2
+    and a free one); the tokens are transformers' greedy ones."""
+    reference, model = pair
+    settings = engine_settings(0.0, slots=8, capacity=128, prompt_buckets=(64,), max_images=0)
+    (alone,), one = serve_at_once(model, settings, [as_request(PROMPTS[0], 12)])
+    three, several = serve_at_once(model, settings, [as_request(PROMPTS[1], 12)] * 3)
+    assert Engine(model, settings).blocks == (1, 2, 4, 8)
+    assert one["decode_steps"] == 11 and one["decode_slot_rows"] == 11
+    assert several["decode_steps"] == 11 and several["decode_slot_rows"] == 4 * 11
+    np.testing.assert_array_equal(alone.tokens, hf_greedy(reference, PROMPTS[0], 12))
+    for response in three:
+        np.testing.assert_array_equal(response.tokens, hf_greedy(reference, PROMPTS[1], 12))
+
+
+def test_several_steps_per_call_sample_with_the_one_step_keys(pair):
+    """Temperature 1, one request: step s of a call samples with the key a call of its own
+    would have used (a distinct key per step, in order), so 8 steps per call draw the one-step
+    engine's tokens; each log-prob is the full forward's log-prob of the token drawn."""
+    _, model = pair
+    (one,) = generate(model, [PROMPTS[1]], max_new_tokens=20, temperature=1.0, seed=5, decode_steps=1)
+    (several,) = generate(model, [PROMPTS[1]], max_new_tokens=20, temperature=1.0, seed=5, decode_steps=8)
+    np.testing.assert_array_equal(one.tokens, several.tokens)
+    assert len(set(several.tokens.tolist())) > 5
+    np.testing.assert_allclose(several.logprobs, full_forward_logprobs(model, PROMPTS[1], several.tokens),
+                               atol=1e-4, rtol=0)
+
+
+def test_decode_steps_below_one_are_refused():
+    with pytest.raises(ValueError, match="sampler.decode_steps"):
+        engine_settings(0.0, decode_steps=0)
 
 
 def test_chunked_prefill_of_a_long_prompt(pair):
@@ -216,7 +295,8 @@ def test_publish_during_generation_is_tagged_and_does_not_stall(pair):
     switch = int(np.argmax(versions == 1))
     assert versions[0] == 0 and versions[-1] == 1 and (np.diff(versions) >= 0).all()
     decoded_before_swap = switch - 1          # token 0 comes from the prefill
-    assert observed["before"] <= decoded_before_swap <= observed["after"] + 1
+    # the swap waits for the decode call in flight, at most decode_steps steps
+    assert observed["before"] <= decoded_before_swap <= observed["after"] + settings.decode_steps
     assert prefills == 1
     # before the swap the log-probs are the old weights' (a full forward reproduces them);
     # after it they are not: the new weights are in use (over the cache the old ones wrote)
@@ -243,9 +323,10 @@ def test_steady_state_never_recompiles(pair, prefill_rows, prefill_cache):
         assert engine.compilations() == compiled
         assert (engine.stats["prefill_cache_hits"] > 0) == (prefill_cache > 0)
     # with prefill_rows 3: one shape per bucket and row count (1, 2, 3); with the prefill
-    # cache one copy into a slot per bucket
+    # cache one copy into a slot per bucket; decode: one per block of slots and window
+    assert engine.blocks == (1, 2, 3) and engine.windows == (256, 320)
     assert compiled == {"prefill": 4, "prefill_rows": 0 if prefill_rows == 1 else 2 * 3,
-                        "decode": len(engine.windows), "encode": 1, "restore": 2 if prefill_cache else 0}
+                        "decode": 3 * 2, "encode": 1, "restore": 2 if prefill_cache else 0}
 
 
 def test_vision_cache_encodes_a_screenshot_once_per_version(pair):
@@ -417,18 +498,23 @@ def test_sampling_rules():
 
 def test_tensor_parallel_engine_matches_one_device(pair):
     """The sampler mesh (fsdp=4 x tensor=2 over 8 fake CPU devices): weights split over
-    tensor, cache slots over the batch axes; same greedy tokens as on one device."""
+    tensor, cache slots over the batch axes (2 of the 8 slots per fsdp device); same
+    greedy tokens as on one device. The decode block respects the split: 4 requests fill
+    the first slot of each device's part and decode as a block of 4 rows, one per device."""
     from asyncwebrl.parallel import make_mesh
 
     _, model = pair
-    settings = engine_settings(0.0, slots=4, capacity=128, prompt_buckets=(64,), max_images=2, patches_per_image=64)
+    settings = engine_settings(0.0, slots=8, capacity=128, prompt_buckets=(64,), max_images=2, patches_per_image=64)
     requests = [as_request(f, 6) for f in PROMPTS[:4]]
     with Engine(model, settings) as engine:
         single = [engine.submit(r).result(timeout=300) for r in requests]
     with Engine(model, settings, mesh=make_mesh({"fsdp": 4, "tensor": 2})) as engine:
+        assert engine.slot_shards == 4 and engine.blocks == (4, 8)
         futures = [engine.submit(r) for r in requests]
         sharded = [f.result(timeout=300) for f in futures]
         assert len(engine._cache.keys.sharding.device_set) == 8
+        stats = collections.Counter(engine.stats)
+    assert stats["decode_slot_rows"] == 4 * stats["decode_steps"]
     for a, b in zip(single, sharded):
         np.testing.assert_array_equal(a.tokens, b.tokens)
         np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-4)

@@ -8,14 +8,22 @@
         engine.publish(new_params, version=3)      # from the learner thread, any time
 
 Loop (one thread): swap in published parameters if any -> prefill queued requests into
-free slots -> one decode step for every slot -> hand back finished slots at once. A
-request's prompt is prefilled in chunks of the bucketed lengths in `prompt_buckets`, so
-the shapes the engine compiles are: one prefill per bucket (for a first and for a later
-chunk) and one decode step per attention window (`windows`); `warm_up` compiles them all.
+free slots -> one decode call -> hand back finished slots at once. A request's prompt is
+prefilled in chunks of the bucketed lengths in `prompt_buckets`.
+
+A decode call runs up to `decode_steps` steps on device without coming back to the host,
+each slot stopping there by the rules `_record` applies (a stop token, max_new_tokens, a
+full slot); the host records the tokens in order afterwards. It runs one step when the
+host has work waiting (a publish to swap in, a queued request and a free slot), and ends
+at the first finished slot when requests wait for one. It decodes only the block of
+slots that holds every occupied one (`blocks`: admission takes the lowest free slot, so
+under light load the block is small). The shapes the engine compiles are: one prefill
+per bucket (for a first and for a later chunk) and one decode call per (block, attention
+window); `warm_up` compiles them all.
 
 Every generated token carries the version of the parameters that produced it (the
-prefill's version for the first token, the decode step's for the others). A publish
-takes effect at the next iteration; in-flight requests keep their cache.
+prefill's version for the first token, the decode call's for the others). A publish
+takes effect at the next iteration, between decode calls; in-flight requests keep their cache.
 
 Images: each one is encoded once per (screenshot key, version) and kept in a small cache,
 because consecutive steps of an episode show the same screenshot twice (history).
@@ -33,6 +41,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import dataclasses
+import math
 import threading
 import time
 
@@ -74,10 +83,17 @@ class EngineSettings:
     # copies of them (same ids, same version; text-only, one chunk); 0 = off. Both prefill
     # paths (one at a time and prefill_rows) use it.
     prefill_cache: int
+    # Decode steps per jitted call, run on device while the host has nothing to do in between
+    # (no publish pending); each call costs a host round trip. 1 = one step per round trip.
+    decode_steps: int
     seed: int
     sampling: SamplingSettings
     stop_token_ids: tuple[int, ...]                  # e.g. <|im_end|>
     vision_cache_entries: int = 64
+
+    def __post_init__(self):
+        if self.decode_steps < 1:
+            raise ValueError(f"sampler.decode_steps must be >= 1, got {self.decode_steps}")
 
     @classmethod
     def from_config(cls, config, *, temperature: float, top_p: float, stop_token_ids: tuple[int, ...]) -> EngineSettings:
@@ -86,7 +102,7 @@ class EngineSettings:
         s = config.sampler
         return cls(slots=s.slots, capacity=s.capacity, prompt_buckets=tuple(s.prompt_buckets), max_images=s.max_images,
                    patches_per_image=s.patches_per_image, prefill_rows=s.prefill_rows,
-                   prefill_cache=s.prefill_cache, seed=config.seed,
+                   prefill_cache=s.prefill_cache, decode_steps=s.decode_steps, seed=config.seed,
                    sampling=SamplingSettings(temperature=temperature, top_p=top_p), stop_token_ids=tuple(stop_token_ids))
 
 
@@ -147,12 +163,23 @@ class Engine:
         allocated = settings.capacity + (0 if largest == settings.capacity else largest)
         # the Pallas decode kernel reads each row up to its own length, in 128-position
         # blocks split into parts: it needs no windows, and an allocation of whole 512s
-        reads_own_length = model.attention == "pallas"
-        if reads_own_length:
+        self._reads_own_length = model.attention == "pallas"
+        if self._reads_own_length:
             allocated = -(-allocated // 512) * 512
         cache = model.init_cache(settings.slots, allocated)
         cache_shardings = self._cache_shardings(cache, rules)
         self._cache = jax.device_put(cache, cache_shardings)
+        # The slots are split in equal parts over the devices of the batch axes. A decode call
+        # takes the first rows of every part (its block): each device decodes as many rows as
+        # the others and no row moves between devices. Admission takes the lowest free row of
+        # the parts in turn, so the occupied slots stay in the smallest block.
+        self.slot_shards = self._slot_shards(cache_shardings.keys)
+        per_shard = settings.slots // self.slot_shards
+        self.blocks = tuple(sorted({self.slot_shards * min(2**k, per_shard)
+                                    for k in range(per_shard.bit_length() + 1)}))
+        self._admission_order = sorted(range(settings.slots), key=lambda i: (i % per_shard, i // per_shard))
+        if self._reads_own_length and self.slot_shards > 1:
+            raise ValueError("the Pallas decode kernel takes an unsharded slots axis (the block is its first rows)")
         self._slots: list[_Slot | None] = [None] * settings.slots
         self._queue: collections.deque = collections.deque()
         self._pending_params = None
@@ -169,8 +196,8 @@ class Engine:
         self._prefill = jax.jit(self._prefill_impl, donate_argnums=(1,), static_argnames=("first",),
                                 out_shardings=(cache_shardings, None, None, None))
         self._restore = jax.jit(self._restore_impl, donate_argnums=(0,), out_shardings=(cache_shardings, None, None))
-        self._decode = jax.jit(self._decode_impl, donate_argnums=(1,), static_argnames=("window",),
-                               out_shardings=(cache_shardings, None, None))
+        self._decode = jax.jit(self._decode_impl, donate_argnums=(1,), static_argnames=("rows", "window"),
+                               out_shardings=(cache_shardings, None, None, None))
         self._prefill_rows = jax.jit(self._prefill_rows_impl, donate_argnums=(1,),
                                      out_shardings=(cache_shardings, None, None, None))
         # the row counts a batched prefill is padded to: powers of two, then prefill_rows itself
@@ -179,7 +206,7 @@ class Engine:
         # XLA attention reads every position it is given, so decode attends over the first
         # `window` positions only: the smallest of these that holds every active slot
         # (powers of two from 256 up to the allocated length)
-        self.windows = ((allocated,) if reads_own_length else
+        self.windows = ((allocated,) if self._reads_own_length else
                         tuple(sorted({min(2**k, allocated) for k in range(8, max(8, allocated.bit_length()) + 1)})))
         self._encode = jax.jit(lambda p, v: self._model(p).encode_images(v))
 
@@ -190,6 +217,12 @@ class Engine:
             return NamedSharding(self.mesh, logical_spec(axes, shape, self.mesh, rules))
         kv = place((LAYERS, "batch", "kv_heads", None, "head_dim"), cache.keys.shape)
         return KVCache(keys=kv, values=kv, lengths=place((None,), cache.lengths.shape))
+
+    def _slot_shards(self, kv_sharding: NamedSharding) -> int:
+        """Devices the slots axis (axis 1 of the KV arrays) is split over."""
+        axes = kv_sharding.spec[1] if len(kv_sharding.spec) > 1 else None
+        axes = (axes,) if isinstance(axes, str) else tuple(axes or ())
+        return math.prod(self.mesh.shape[axis] for axis in axes)
 
     # ------------------------------------------------------------ public API (any thread)
 
@@ -252,7 +285,8 @@ class Engine:
 
     def warm_up(self) -> None:
         """Compile every shape the engine will ever run (each prefill bucket, first and
-        later chunks; decode; the vision encoder) before serving, on a free slot's cache."""
+        later chunks; decode for each block and window; the vision encoder) before serving,
+        on a free slot's cache."""
         if self._thread is not None:
             raise RuntimeError("warm up before start()")
         for bucket in self.buckets:
@@ -270,11 +304,12 @@ class Engine:
         for bucket in self.buckets:
             for width in self.prefill_widths:
                 self._run_prefill_rows(bucket, width, [])
-        slots = self.settings.slots
-        for window in self.windows:
-            self._cache, _, _ = self._decode(self._params, self._cache, np.zeros(slots, np.int32),
-                                             np.zeros(slots, np.int32), np.zeros(slots, bool), self._key(),
-                                             window=window)
+        for rows in self.blocks:
+            idle = np.zeros(rows, np.int32)
+            for window in self.windows:   # no slot active: compiled, and no step run
+                self._cache, _, _, _ = self._decode(self._params, self._cache, idle, idle, idle.astype(bool), idle,
+                                                    self._key(), np.int32(1), np.bool_(False), rows=rows,
+                                                    window=window)
         jax.block_until_ready(self._cache)
         self.stats.clear()
 
@@ -310,7 +345,7 @@ class Engine:
                     if not slot.future.set_running_or_notify_cancel():
                         self.stats["cancelled"] += 1
                         continue
-                    index = self._slots.index(None)
+                    index = next(i for i in self._admission_order if self._slots[i] is None)
                     self._slots[index] = slot
                     admitted.append(index)
             try:
@@ -344,8 +379,13 @@ class Engine:
 
     def _key(self) -> np.int32:
         """A fresh sampling-key index (the key itself is made inside the jitted step)."""
-        self._step += 1
-        return np.int32(self._step)
+        return self._keys(1)
+
+    def _keys(self, count: int) -> np.int32:
+        """The first of `count` fresh sampling-key indices (a decode call's steps use them in turn)."""
+        first = self._step + 1
+        self._step += count
+        return np.int32(first)
 
     def _sampling_key(self, index):
         return jax.random.fold_in(jax.random.key(self.settings.seed), index)
@@ -538,25 +578,68 @@ class Engine:
         return features
 
     def _decode_all(self) -> None:
+        """One decode call over the block of slots that holds every occupied one; its tokens
+        are recorded step by step, as that many calls of one step would record them.
+
+        Stats: decode_calls (jitted calls, host round trips), decode_steps (steps run),
+        decode_slot_steps (tokens decoded for requests), decode_slot_rows (rows computed:
+        the block's, occupied or not, in every step run)."""
         if not self._active():
             return
-        active = np.array([slot is not None for slot in self._slots])
-        tokens = np.array([slot.tokens[-1] if slot else 0 for slot in self._slots], np.int32)
-        positions = np.array([slot.position if slot else 0 for slot in self._slots], np.int32)
+        steps, until_a_finish = self._call_length()
+        block = self._block([i for i, slot in enumerate(self._slots) if slot is not None])
+        slots = [self._slots[index] for index in block]
+        active = np.array([slot is not None for slot in slots])
+        tokens = np.array([slot.tokens[-1] if slot else 0 for slot in slots], np.int32)
+        positions = np.array([slot.position if slot else 0 for slot in slots], np.int32)
+        room = np.array([self._room(slot) if slot else 0 for slot in slots], np.int32)
         started = time.perf_counter()
-        longest = max(slot.length + 1 for slot in self._slots if slot is not None)
+        # every position the call may write lies in the window
+        longest = max(slot.length + min(steps, r) for slot, r in zip(slots, room) if slot is not None)
         window = min(w for w in self.windows if w >= longest)
-        self._cache, new_tokens, new_logprobs = self._decode(self._params, self._cache, tokens, positions, active,
-                                                             self._key(), window=window)
-        new_tokens, new_logprobs = np.asarray(new_tokens), np.asarray(new_logprobs)
-        self.stats["decode_steps"] += 1
+        self._cache, new_tokens, new_logprobs, produced = self._decode(
+            self._params, self._cache, tokens, positions, active, room, self._keys(steps), np.int32(steps),
+            np.bool_(until_a_finish), rows=len(block), window=window)
+        new_tokens, new_logprobs, produced = np.asarray(new_tokens), np.asarray(new_logprobs), np.asarray(produced)
+        ran = int(produced.max())   # a step runs only while some slot is active, which then produces
+        self.stats["decode_calls"] += 1
+        self.stats["decode_steps"] += ran
         self.stats["decode_seconds"] += time.perf_counter() - started
-        self.stats["decode_slot_steps"] += int(active.sum())
-        for index, slot in enumerate(self._slots):
-            if slot is not None:
-                slot.length += 1
-                slot.position += 1
-                self._record(index, int(new_tokens[index]), float(new_logprobs[index]))
+        self.stats["decode_slot_steps"] += int(produced.sum())
+        self.stats["decode_slot_rows"] += len(block) * ran
+        for step in range(ran):
+            for row, index in enumerate(block):
+                if step < produced[row]:
+                    if self._slots[index] is not slots[row]:
+                        raise RuntimeError(f"slot {index} decoded on device past the token that finished it")
+                    slots[row].length += 1
+                    slots[row].position += 1
+                    self._record(index, int(new_tokens[step, row]), float(new_logprobs[step, row]))
+
+    def _call_length(self) -> tuple[int, bool]:
+        """(most steps, whether to end at the first finished slot) of the next decode call.
+        One step when the host has work waiting for the call's end: a publish to swap in, or
+        a request queued (since this round's admission) while a slot is free. Requests
+        queued with every slot taken end the call when one finishes, which frees its slot."""
+        with self._lock:
+            if self._pending_params is not None or (self._queue and None in self._slots):
+                return 1, False
+            return self.settings.decode_steps, bool(self._queue)
+
+    def _block(self, occupied: list[int]) -> list[int]:
+        """The slots a decode call computes, in its rows' order: the smallest block (the first
+        rows of every shard's part of the slots) that holds every occupied slot."""
+        per_shard = self.settings.slots // self.slot_shards
+        deepest = max(index % per_shard for index in occupied) + 1
+        rows = min(b for b in self.blocks if b // self.slot_shards >= deepest)
+        depth = rows // self.slot_shards
+        return [shard * per_shard + row for shard in range(self.slot_shards) for row in range(depth)]
+
+    def _room(self, slot: _Slot) -> int:
+        """Tokens the slot may still generate before `_record` finishes it for its length
+        (max_new_tokens) or a full slot (capacity); a stop token may end it sooner."""
+        made = len(slot.tokens)
+        return min(slot.request.max_new_tokens - made, self.settings.capacity - len(slot.request.input_ids) - made)
 
     def _record(self, index: int, token: int, logprob: float) -> None:
         slot = self._slots[index]
@@ -638,23 +721,82 @@ class Engine:
         kept = (fresh.keys, fresh.values, logits) if self.settings.prefill_cache else None
         return cache, token, logprob, kept
 
-    def _decode_impl(self, params, cache: KVCache, tokens, positions, active, key, window: int):
-        """One token for every slot, attending over the first `window` positions (every
-        active slot's tokens lie there); inactive slots compute but change nothing read."""
+    def _decode_impl(self, params, cache: KVCache, tokens, positions, active, room, first_key, steps,
+                     until_a_finish, rows: int, window: int):
+        """Up to `steps` tokens for each active slot of a block of `rows` slots (`_block`'s
+        order; tokens, positions, active and room are [rows]), attending over the first
+        `window` positions. A slot stops after a stop token or `room` tokens, as `_record`
+        finishes it; from then on it is inactive: it writes only its first position (which
+        the next request's prefill overwrites) and produces nothing. The call ends after
+        `steps`, when no slot is active, or (until_a_finish) when one has stopped.
+
+        Returns the cache, tokens and log-probs [decode_steps, rows] ([s, r]: step s of the
+        call, block row r) and each row's count of tokens produced [rows]."""
         model = self._model(params)
-        # a free slot keeps its last request's length; it attends to its first position only
-        # (the Pallas kernel would otherwise read that stale row every step until reused)
-        lengths = jnp.where(active, cache.lengths, 0)
-        if window == cache.capacity:   # the whole cache: no slicing, the writes land in the donated buffer
-            view = KVCache(keys=cache.keys, values=cache.values, lengths=lengths)
-        else:
-            view = KVCache(keys=cache.keys[:, :, :, :window], values=cache.values[:, :, :, :window], lengths=lengths)
-        inputs = ModelInputs(tokens=tokens[:, None], positions=jnp.broadcast_to(positions[None, :, None],
-                                                                                  (3,) + tokens.shape + (1,)),
-                             segment_ids=active[:, None].astype(jnp.int32), vision_source=jnp.full_like(tokens[:, None], -1))
-        hidden, view = model.hidden_states(inputs, view)
-        back = lambda full, part: jax.lax.dynamic_update_slice(full, part, (0, 0, 0, 0, 0))  # noqa: E731
-        cache = KVCache(keys=back(cache.keys, view.keys), values=back(cache.values, view.values),
-                        lengths=cache.lengths + active.astype(jnp.int32))
-        token, logprob = sample(model.logits(hidden)[:, 0], self._sampling_key(key), self.settings.sampling)
-        return cache, token, logprob
+        view = self._block_view(cache, rows, window)
+        stops = jnp.asarray(self.settings.stop_token_ids, jnp.int32)
+        recorded = (jnp.zeros((self.settings.decode_steps, rows), jnp.int32),
+                    jnp.zeros((self.settings.decode_steps, rows), jnp.float32))
+
+        def running(carry):
+            step, _, _, _, active, _, stopped, _ = carry
+            return (step < steps) & active.any() & ~(until_a_finish & stopped)
+
+        def decode(carry):
+            step, view, tokens, positions, active, produced, stopped, (out_tokens, out_logprobs) = carry
+            # an inactive slot attends to its first position only (the Pallas kernel would
+            # otherwise read a free slot's stale row every step until it is reused)
+            attending = KVCache(keys=view.keys, values=view.values, lengths=jnp.where(active, view.lengths, 0))
+            inputs = ModelInputs(tokens=tokens[:, None],
+                                 positions=jnp.broadcast_to(positions[None, :, None], (3, rows, 1)),
+                                 segment_ids=active[:, None].astype(jnp.int32),
+                                 vision_source=jnp.full((rows, 1), -1, jnp.int32))
+            hidden, written = model.hidden_states(inputs, attending)
+            token, logprob = sample(model.logits(hidden)[:, 0], self._sampling_key(first_key + step),
+                                    self.settings.sampling)
+            grown = active.astype(jnp.int32)
+            produced = produced + grown
+            finished = active & ((token[:, None] == stops[None, :]).any(axis=1) | (produced >= room))
+            view = KVCache(keys=written.keys, values=written.values, lengths=view.lengths + grown)
+            recorded = (out_tokens.at[step].set(token), out_logprobs.at[step].set(logprob))
+            return (step + 1, view, token, positions + grown, active & ~finished, produced,
+                    stopped | finished.any(), recorded)
+
+        start = (jnp.int32(0), view, tokens, positions, active, jnp.zeros(rows, jnp.int32), jnp.bool_(False), recorded)
+        _, view, _, _, _, produced, _, (out_tokens, out_logprobs) = jax.lax.while_loop(running, decode, start)
+        return self._merge_block(cache, view), out_tokens, out_logprobs, produced
+
+    def _block_view(self, cache: KVCache, rows: int, window: int) -> KVCache:
+        """The block's rows of the cache (keys and values up to `window` positions). The
+        Pallas kernel takes the whole cache, whose first rows are the block (one shard): it
+        and the cache's writes index rows by the inputs' rows, and it reads each row only
+        to its length, so nothing is copied."""
+        lengths = self._block_rows(cache.lengths, rows, axis=0)
+        if self._reads_own_length or (rows == self.settings.slots and window == cache.capacity):
+            return KVCache(keys=cache.keys, values=cache.values, lengths=lengths)   # in place, in the donated buffer
+        take = lambda a: self._block_rows(a[:, :, :, :window], rows, axis=1)  # noqa: E731
+        return KVCache(keys=take(cache.keys), values=take(cache.values), lengths=lengths)
+
+    def _merge_block(self, cache: KVCache, view: KVCache) -> KVCache:
+        """The cache with the block's rows (`_block_view`'s, after the call) written back."""
+        keys, values = view.keys, view.values
+        if keys.shape != cache.keys.shape:
+            keys = self._put_block_rows(cache.keys, keys, axis=1)
+            values = self._put_block_rows(cache.values, values, axis=1)
+        return KVCache(keys=keys, values=values, lengths=self._put_block_rows(cache.lengths, view.lengths, axis=0))
+
+    def _block_rows(self, array, rows: int, axis: int):
+        """The first rows / slot_shards slots of every shard's part of the slots axis, in order."""
+        parts = self._by_shard(array, axis)
+        return jax.lax.slice_in_dim(parts, 0, rows // self.slot_shards, axis=axis + 1).reshape(
+            array.shape[:axis] + (rows,) + array.shape[axis + 1:])
+
+    def _put_block_rows(self, full, block, axis: int):
+        """`full` with `_block_rows`' rows (and leading positions) replaced by `block`."""
+        merged = jax.lax.dynamic_update_slice(self._by_shard(full, axis), self._by_shard(block, axis),
+                                              (0,) * (full.ndim + 1))
+        return merged.reshape(full.shape)
+
+    def _by_shard(self, array, axis: int):
+        """The slots axis split in two: [..., shards, rows of one shard, ...]."""
+        return array.reshape(array.shape[:axis] + (self.slot_shards, -1) + array.shape[axis + 1:])

@@ -27,8 +27,9 @@ def as_request(fields: dict, max_new_tokens: int) -> Request:
 
 
 def generate(model, requests: list[dict], *, max_new_tokens: int, temperature: float = 0.0, seed: int = 0,
-             stop_token_ids: tuple[int, ...] = (), slots: int | None = None) -> list[Response]:
-    """Generate for every request with a continuous-batching engine sized to fit them all."""
+             stop_token_ids: tuple[int, ...] = (), slots: int | None = None, decode_steps: int = 8) -> list[Response]:
+    """Generate for every request with a continuous-batching engine sized to fit them all
+    (decode_steps: EngineSettings')."""
     batch = [as_request(fields, max_new_tokens) for fields in requests]
     longest = max(len(r.input_ids) for r in batch)
     patches = max([int(np.prod(im.grid_thw)) for r in batch for im in r.images] or [0])
@@ -39,7 +40,8 @@ def generate(model, requests: list[dict], *, max_new_tokens: int, temperature: f
         prompt_buckets=(64, 256, 1024),
         max_images=max(len(r.images) for r in batch),
         patches_per_image=_round_up(max(patches, merge), merge),
-        prefill_rows=1, prefill_cache=0, seed=seed, sampling=SamplingSettings(temperature=temperature, top_p=1.0),
+        prefill_rows=1, prefill_cache=0, decode_steps=decode_steps, seed=seed,
+        sampling=SamplingSettings(temperature=temperature, top_p=1.0),
         stop_token_ids=tuple(stop_token_ids))
     with Engine(model, settings) as engine:
         futures = [engine.submit(r) for r in batch]
