@@ -192,11 +192,11 @@ class Engine:
         self.stats = collections.Counter()
         # the cache keeps one sharding across calls (else every call would see a new one and recompile);
         # every call is traced on the engine's mesh, which the Pallas kernels split their work over
-        self._prefill = jax.jit(traced_on(self.mesh, self._prefill_impl), donate_argnums=(1,), static_argnames=("first",),
-                                out_shardings=(cache_shardings, None, None, None))
+        self._prefill = jax.jit(traced_on(self.mesh, self._prefill_impl), donate_argnums=(1,),
+                                static_argnames=("first",), out_shardings=(cache_shardings, None, None, None))
         self._restore = jax.jit(self._restore_impl, donate_argnums=(0,), out_shardings=(cache_shardings, None, None))
-        self._decode = jax.jit(traced_on(self.mesh, self._decode_impl), donate_argnums=(1,), static_argnames=("rows", "window"),
-                               out_shardings=(cache_shardings, None, None, None))
+        self._decode = jax.jit(traced_on(self.mesh, self._decode_impl), donate_argnums=(1,),
+                               static_argnames=("rows", "window"), out_shardings=(cache_shardings, None, None, None))
         self._prefill_rows = jax.jit(traced_on(self.mesh, self._prefill_rows_impl), donate_argnums=(1,),
                                      out_shardings=(cache_shardings, None, None, None))
         # the row counts a batched prefill is padded to: powers of two, then prefill_rows itself
