@@ -13,6 +13,7 @@ every layer, as the scan over layers reads one layer after another.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -21,16 +22,20 @@ from flax import nnx
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 MESH_AXES = ("data", "fsdp", "tensor")
+BATCH_MESH_AXES = ("data", "fsdp")   # rows (the sampler's slots) split over these
+HEADS_MESH_AXIS = "tensor"           # attention heads (and the other tensor-parallel axes) over this
 
 LEARNER_RULES = {
-    "batch": ("data", "fsdp"),
+    "batch": BATCH_MESH_AXES,
     "embed": "fsdp", "vision_embed": "fsdp", "vision_merged": "fsdp",
-    "mlp": "tensor", "vision_mlp": "tensor", "heads": "tensor", "kv_heads": "tensor", "vision_heads": "tensor",
+    "mlp": "tensor", "vision_mlp": "tensor",
+    "heads": HEADS_MESH_AXIS, "kv_heads": HEADS_MESH_AXIS, "vision_heads": HEADS_MESH_AXIS,
     "vocab": "tensor",
 }
 SAMPLER_RULES = {
-    "batch": ("data", "fsdp"),
-    "mlp": "tensor", "vision_mlp": "tensor", "heads": "tensor", "kv_heads": "tensor", "vision_heads": "tensor",
+    "batch": BATCH_MESH_AXES,
+    "mlp": "tensor", "vision_mlp": "tensor",
+    "heads": HEADS_MESH_AXIS, "kv_heads": HEADS_MESH_AXIS, "vision_heads": HEADS_MESH_AXIS,
     "vocab": "tensor",
 }
 
@@ -83,3 +88,17 @@ def param_shardings(tree, mesh: Mesh, rules: dict):
         axes = axes or (None,) * len(leaf.shape)
         return NamedSharding(mesh, logical_spec(axes, leaf.shape, mesh, rules))
     return jax.tree.map(sharding, tree, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def traced_on(mesh: Mesh, fn):
+    """fn, traced with `mesh` as the abstract mesh (wrap it before jax.jit).
+
+    The Pallas attention kernels read it to split their work over the devices
+    (asyncwebrl.model.kernel_mesh); everything else is sharded by GSPMD as before (the
+    axes are Auto). Setting it inside the traced function, not around the call, keeps it
+    part of every trace of fn, whoever calls it (a memory check's .lower() included)."""
+    @functools.wraps(fn)
+    def on_mesh(*args, **kwargs):
+        with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
+            return fn(*args, **kwargs)
+    return on_mesh

@@ -3,6 +3,7 @@
     python benchmarks/learner.py --preset 8b --row-length 16384 --attention pallas --remat full \\
         --param-dtype bfloat16 --moment-dtype bfloat16 [--images]
     .venv/bin/python benchmarks/learner.py --preset tiny --row-length 2048     # CPU
+    python benchmarks/learner.py --mesh 1,2,1 --rows-per-microbatch 2 ...     # FSDP over 2 devices
 
 Random weights; synthetic step rows shaped like the agent's
 (docs/algorithm.md#training-hyperparameters): a prompt of `--prompt` text tokens (plus one
@@ -20,7 +21,7 @@ Model FLOPs per update (the MFU numerator; recomputation from remat is not count
   a segment of s tokens, halved when causal, x3 for training; s = each packed step row
   (attention never crosses rows), P = the image's patches for the vision tower.
 The denominator is the matmul peak in the compute dtype measured in the same run (an
-8192^3 product; 2048^3 on CPU).
+8192^3 product; 2048^3 on CPU) on one device, times the devices of --mesh.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from asyncwebrl.learner.choices import loss_kind  # noqa: E402
 from asyncwebrl.learner.packing import PackingShape, StepRow  # noqa: E402
 from asyncwebrl.learner.train import LossSettings, OptimizerSettings  # noqa: E402
 from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
+from asyncwebrl.parallel import MESH_AXES, make_mesh  # noqa: E402
 from benchmarks.workload import ordinary_token_limit  # noqa: E402
 from configs.default import bare  # noqa: E402
 
@@ -127,6 +129,9 @@ def main() -> None:
     parser.add_argument("--remat", default="full", choices=["none", "full", "dots", "mlp"])
     parser.add_argument("--attention", default="xla", choices=["xla", "pallas"])
     parser.add_argument("--logit-chunk", type=int, default=1024)
+    parser.add_argument("--mesh", default="1,1,1",
+                        help="the learner mesh's data,fsdp,tensor sizes over the first devices (rows split over "
+                             "data x fsdp: give --rows-per-microbatch a multiple of it)")
     parser.add_argument("--loss", default="grpo", help="a loss kind (asyncwebrl/learner/choices.py, LOSSES); sft: the warm start's update")
     parser.add_argument("--updates", type=int, default=3, help="timed updates after one warm-up")
     args = parser.parse_args()
@@ -154,7 +159,9 @@ def main() -> None:
     built = time.perf_counter()
     model = Qwen3VL(config, dtype=args.compute_dtype, param_dtype=args.param_dtype, remat=args.remat,
                     attention=args.attention, rngs=nnx.Rngs(0))
-    learner = Learner(model, settings)
+    sizes = dict(zip(MESH_AXES, (int(size) for size in args.mesh.split(","))))
+    devices = math.prod(sizes.values())
+    learner = Learner(model, settings, mesh=make_mesh(sizes, devices=jax.devices()[:devices]))
     setup_seconds = time.perf_counter() - built
     batches = [synthetic_rows(config, count, args.prompt, args.images, rng) for _ in range(2)]
     forward = forward_flops(model, batches[0])
@@ -170,7 +177,7 @@ def main() -> None:
         timings.append(measured)
     seconds = float(np.median([m["seconds"] for m in timings]))
     tokens = sum(len(r) for r in batches[0])
-    peak = measured_matmul_peak(jnp.dtype(args.compute_dtype))
+    peak = measured_matmul_peak(jnp.dtype(args.compute_dtype))   # one device's
     device = jax.devices()[0]
     memory = device.memory_stats() if hasattr(device, "memory_stats") else None
     result = {
@@ -186,7 +193,8 @@ def main() -> None:
                            "prox": round(float(np.median([m["prox_seconds"] for m in timings])), 3)},
         "tokens_per_s": round(tokens / seconds), "model_tflops_per_update": round(flops_per_update / 1e12, 2),
         "achieved_tflops": round(flops_per_update / seconds / 1e12, 1),
-        "measured_peak_tflops": round(peak / 1e12, 3), "mfu": round(flops_per_update / seconds / peak, 4),
+        "devices": devices, "measured_peak_tflops": round(peak / 1e12, 3),
+        "mfu": round(flops_per_update / seconds / (peak * devices), 4),
         "loss_finite": bool(np.isfinite(timings[-1][loss_kind(args.loss).objective])),
         "peak_memory_gib": round(memory["peak_bytes_in_use"] / 2**30, 1) if memory else None,
     }

@@ -55,8 +55,8 @@ def make_rows(count: int, seed: int = 0, version: int = 0) -> list[StepRow]:
     return rows
 
 
-def tiny_model(seed: int = 0) -> Qwen3VL:
-    return Qwen3VL(CONFIG, **model_options(), rngs=nnx.Rngs(seed))
+def tiny_model(seed: int = 0, **options) -> Qwen3VL:
+    return Qwen3VL(CONFIG, **model_options(**options), rngs=nnx.Rngs(seed))
 
 
 def settings(**changes) -> LearnerSettings:
@@ -502,6 +502,21 @@ def test_sharded_update_equals_single_device():
         a, b = single.update(rows), sharded.update(rows)
         assert abs(a["loss"] - b["loss"]) < 1e-5
     for x, y in zip(params_of(single), params_of(sharded)):
+        np.testing.assert_allclose(x, y, atol=5e-6, rtol=1e-5)
+
+
+def test_pallas_update_on_a_2x2x2_mesh_equals_the_xla_update():
+    """data=2 x fsdp=2 x tensor=2 on 8 fake CPU devices: the flash kernel (its interpreter),
+    each device on its rows and heads, in the text and the vision tower, trains as XLA
+    attention does on the same mesh (the kernel sums in another order: float32 rounding)."""
+    rows = make_rows(8, seed=3)
+    shape = dataclasses.replace(SHAPE, rows_per_microbatch=4, images_per_microbatch=8)
+    mesh = make_mesh({"data": 2, "fsdp": 2, "tensor": 2})
+    xla = Learner(tiny_model(), settings(packing=shape), mesh=mesh)
+    pallas = Learner(tiny_model(attention="pallas"), settings(packing=shape), mesh=mesh)
+    a, b = xla.update(rows), pallas.update(rows)
+    assert abs(a["loss"] - b["loss"]) < 1e-5 and abs(a["grad_norm"] - b["grad_norm"]) < 1e-4 * a["grad_norm"]
+    for x, y in zip(params_of(xla), params_of(pallas)):
         np.testing.assert_allclose(x, y, atol=5e-6, rtol=1e-5)
 
 

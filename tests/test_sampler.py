@@ -171,6 +171,30 @@ def test_pallas_decode_reads_each_row_to_its_own_length(checkpoint):
     assert stats["decode_slot_rows"] < 3 * stats["decode_steps"]
 
 
+def test_pallas_decode_on_sharded_slots_gives_the_greedy_tokens(checkpoint):
+    """The Pallas kernels under shard_map on the sampler mesh fsdp=4 x tensor=2 (8 fake CPU
+    devices, the interpreter): slots over fsdp, heads over tensor. Five requests fill a
+    block of all 8 slots (decoded in place, split over the devices); once the fifth (the
+    second in shard 0's part) finishes, a block of 4, one row per device, is decoded as a
+    copy. Same greedy tokens as transformers, which the XLA engine gives too."""
+    from asyncwebrl.parallel import make_mesh
+
+    reference, directory = checkpoint
+    model = load_pretrained(directory, **pretrained_options(attention="pallas"))
+    lengths = [7, 5, 6, 5, 2]
+    settings = engine_settings(0.0, slots=8, capacity=200, prompt_buckets=(64,), max_images=2, patches_per_image=64,
+                               decode_steps=2)
+    with Engine(model, settings, mesh=make_mesh({"fsdp": 4, "tensor": 2})) as engine:
+        assert engine.slot_shards == 4 and engine.blocks == (4, 8)
+        futures = [engine.submit(as_request(f, n)) for f, n in zip(PROMPTS, lengths)]
+        responses = [f.result(timeout=900) for f in futures]
+        assert len(engine._cache.keys.sharding.device_set) == 8
+        stats = collections.Counter(engine.stats)
+    for fields, n, response in zip(PROMPTS, lengths, responses):
+        np.testing.assert_array_equal(response.tokens, hf_greedy(reference, fields, n))
+    assert 4 * stats["decode_steps"] < stats["decode_slot_rows"] < 8 * stats["decode_steps"]
+
+
 def test_returned_logprobs_match_a_full_forward(pair):
     """Greedy (untempered) and temperature 0.7 sampling: each token's log-prob equals the
     full forward's log-softmax(logits / T) to 1e-4 (float32; the cache path and the full

@@ -96,7 +96,7 @@ class Learner:
         self.state = jax.jit(initial_state, out_shardings=self.state_shardings)(params)
         self._logprobs, self._accumulate, self._apply = build_steps(
             self.graphdef, self.tx, learning_rate_schedule(settings.optimizer), settings.loss,
-            settings.optimizer.max_grad_norm, self.state_shardings)
+            settings.optimizer.max_grad_norm, self.state_shardings, self.mesh)
         # what the memory check names when the gradient step does not fit
         self._shrinking_settings = {"model.remat": model.remat,
                                     "learner.rows_per_microbatch": settings.packing.rows_per_microbatch,

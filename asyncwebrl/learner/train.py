@@ -23,6 +23,7 @@ from flax import nnx, struct
 
 from asyncwebrl.learner.choices import loss_kind
 from asyncwebrl.learner.packing import Microbatch
+from asyncwebrl.parallel import traced_on
 
 
 @struct.dataclass
@@ -131,13 +132,16 @@ def microbatch_loss(model, microbatch: Microbatch, prox_logprobs, settings: Loss
 
 
 def build_steps(graphdef, tx: optax.GradientTransformation, schedule: optax.Schedule, settings: LossSettings,
-                max_grad_norm: float, state_shardings=None):
+                max_grad_norm: float, state_shardings=None, mesh=None):
     """(logprobs, accumulate, apply) jitted for this model structure and loss.
 
     logprobs(params, microbatch) -> [R, L]
     accumulate(params, grads, microbatch, prox) -> (grads + this microbatch's, its metric sums)  (grads donated;
                                                   prox None: pi_prox = stop_gradient of this forward's log-probs)
-    apply(state, grads, metric sums) -> (state, measurements)                     (state and grads donated)"""
+    apply(state, grads, metric sums) -> (state, measurements)                     (state and grads donated)
+
+    The model's passes are traced on `mesh` (the learner's), which the Pallas attention
+    kernels split their rows and heads over."""
     param_shardings = None if state_shardings is None else state_shardings.params
 
     def logprobs(params, microbatch):
@@ -174,6 +178,8 @@ def build_steps(graphdef, tx: optax.GradientTransformation, schedule: optax.Sche
                             param_norm=optax.tree.norm(new_state.params), learning_rate=schedule(state.step))
         return new_state, measurements
 
+    if mesh is not None:
+        logprobs, accumulate = traced_on(mesh, logprobs), traced_on(mesh, accumulate)
     return (jax.jit(logprobs, in_shardings=(param_shardings, None)),
             jax.jit(accumulate, donate_argnums=(1,)),
             jax.jit(apply, donate_argnums=(0,), out_shardings=(state_shardings, None)))

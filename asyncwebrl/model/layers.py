@@ -182,10 +182,11 @@ def segment_attention(q, k, v, segment_ids, *, causal: bool, implementation: str
         return outputs[0] if len(outputs) == 1 else jnp.concatenate(outputs, axis=1)
     if implementation == "pallas":
         # our flash kernel (asyncwebrl/model/flash.py): it skips the tiles where no query
-        # and key share a segment, not only those above the diagonal; imported when asked for
-        from asyncwebrl.model.flash import flash_segment_attention
+        # and key share a segment, not only those above the diagonal; on a mesh each device
+        # runs it on its rows and heads (kernel_mesh.py); imported when asked for
+        from asyncwebrl.model.kernel_mesh import flash_attention_on_mesh
 
-        return flash_segment_attention(q, k, v, segment_ids, causal=causal)
+        return flash_attention_on_mesh(q, k, v, segment_ids, causal=causal)
     raise ValueError(f"attention implementation must be one of {ATTENTION_IMPLEMENTATIONS}, got {implementation!r}")
 
 

@@ -117,10 +117,13 @@ class Attention(nnx.Module):
             return self.o_proj(segment_attention(q, k, v, mask, causal=True, implementation=self.implementation)), None
         cache = cache.write(k, v)
         if self.implementation == "pallas" and q.shape[1] == 1:   # a decode step: read each row's own length
-            from asyncwebrl.model.decode import decode_attention  # the GPU kernel; imported only when asked for
+            # the GPU kernel (decode.py), on a mesh each device on its slots and kv heads
+            # (kernel_mesh.py); imported only when asked for
+            from asyncwebrl.model.kernel_mesh import decode_attention_on_mesh
 
             visible = jnp.minimum(cache.starts + 1, cache.keys.shape[3])
-            return self.o_proj(decode_attention(q, cache.keys, cache.values, cache.layer, visible)), cache
+            attended = decode_attention_on_mesh(q, cache.keys, cache.values, cache.layer, visible)
+            return self.o_proj(attended), cache
         return self.o_proj(cached_attention(q, cache.layer_keys(), cache.layer_values(), mask)), cache
 
 

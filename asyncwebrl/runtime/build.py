@@ -86,11 +86,6 @@ def device_meshes(config) -> tuple[Mesh, Mesh]:
     hosts = sorted({device.process_index for device in jax.devices()})
     learner = [device for host in hosts
                for device in roles([x for x in jax.devices() if x.process_index == host])[1]]
-    if config.model.attention == "pallas" and max(len(sampler), len(learner)) > 1:
-        raise ValueError(f"model.attention = 'pallas' runs on single-device meshes for now (the kernels are not yet "
-                         f"wrapped in shard_map); the sampler has {len(sampler)} devices and the learner "
-                         f"{len(learner)}: use one device per role (e.g. devices.count=2, devices.sampler=1) "
-                         "or model.attention='xla'")
     m = config.mesh
     return make_mesh({"tensor": -1}, sampler), make_mesh({"data": m.data, "fsdp": m.fsdp, "tensor": m.tensor}, learner)
 

@@ -55,7 +55,7 @@ from asyncwebrl import distributed
 from asyncwebrl.model.inputs import IMAGE, ModelInputs, VisionFeatures, sequence_positions, vision_inputs
 from asyncwebrl.model.layers import LAYERS
 from asyncwebrl.model.text import KVCache
-from asyncwebrl.parallel import SAMPLER_RULES, logical_spec, make_mesh, param_shardings
+from asyncwebrl.parallel import SAMPLER_RULES, logical_spec, make_mesh, param_shardings, traced_on
 from asyncwebrl.sampler.sampling import SamplingSettings, sample
 
 
@@ -178,8 +178,6 @@ class Engine:
         self.blocks = tuple(sorted({self.slot_shards * min(2**k, per_shard)
                                     for k in range(per_shard.bit_length() + 1)}))
         self._admission_order = sorted(range(settings.slots), key=lambda i: (i % per_shard, i // per_shard))
-        if self._reads_own_length and self.slot_shards > 1:
-            raise ValueError("the Pallas decode kernel takes an unsharded slots axis (the block is its first rows)")
         self._slots: list[_Slot | None] = [None] * settings.slots
         self._queue: collections.deque = collections.deque()
         self._pending_params = None
@@ -192,13 +190,14 @@ class Engine:
         # prompt length, next rotary position), least recently used first
         self._prefill_cache: collections.OrderedDict = collections.OrderedDict()
         self.stats = collections.Counter()
-        # the cache keeps one sharding across calls (else every call would see a new one and recompile)
-        self._prefill = jax.jit(self._prefill_impl, donate_argnums=(1,), static_argnames=("first",),
-                                out_shardings=(cache_shardings, None, None, None))
+        # the cache keeps one sharding across calls (else every call would see a new one and recompile);
+        # every call is traced on the engine's mesh, which the Pallas kernels split their work over
+        self._prefill = jax.jit(traced_on(self.mesh, self._prefill_impl), donate_argnums=(1,),
+                                static_argnames=("first",), out_shardings=(cache_shardings, None, None, None))
         self._restore = jax.jit(self._restore_impl, donate_argnums=(0,), out_shardings=(cache_shardings, None, None))
-        self._decode = jax.jit(self._decode_impl, donate_argnums=(1,), static_argnames=("rows", "window"),
-                               out_shardings=(cache_shardings, None, None, None))
-        self._prefill_rows = jax.jit(self._prefill_rows_impl, donate_argnums=(1,),
+        self._decode = jax.jit(traced_on(self.mesh, self._decode_impl), donate_argnums=(1,),
+                               static_argnames=("rows", "window"), out_shardings=(cache_shardings, None, None, None))
+        self._prefill_rows = jax.jit(traced_on(self.mesh, self._prefill_rows_impl), donate_argnums=(1,),
                                      out_shardings=(cache_shardings, None, None, None))
         # the row counts a batched prefill is padded to: powers of two, then prefill_rows itself
         rows = min(settings.prefill_rows, settings.slots)
@@ -208,7 +207,7 @@ class Engine:
         # (powers of two from 256 up to the allocated length)
         self.windows = ((allocated,) if self._reads_own_length else
                         tuple(sorted({min(2**k, allocated) for k in range(8, max(8, allocated.bit_length()) + 1)})))
-        self._encode = jax.jit(lambda p, v: self._model(p).encode_images(v))
+        self._encode = jax.jit(traced_on(self.mesh, lambda p, v: self._model(p).encode_images(v)))
 
     def _cache_shardings(self, cache: KVCache, rules: dict):
         """Slots over the batch axes, KV heads over tensor (as the attention weights are);
@@ -767,12 +766,15 @@ class Engine:
         return self._merge_block(cache, view), out_tokens, out_logprobs, produced
 
     def _block_view(self, cache: KVCache, rows: int, window: int) -> KVCache:
-        """The block's rows of the cache (keys and values up to `window` positions). The
-        Pallas kernel takes the whole cache, whose first rows are the block (one shard): it
-        and the cache's writes index rows by the inputs' rows, and it reads each row only
-        to its length, so nothing is copied."""
+        """The block's rows of the cache (keys and values up to `window` positions). With
+        unsharded slots the Pallas kernel takes the whole cache, whose first rows are the
+        block: it and the cache's writes index rows by the inputs' rows, and it reads each
+        row only to its length, so nothing is copied. With sharded slots the block is the
+        first rows of every shard's part, so the kernel, like XLA attention, gets them as a
+        copy (split over the same devices, each device its own part's rows)."""
         lengths = self._block_rows(cache.lengths, rows, axis=0)
-        if self._reads_own_length or (rows == self.settings.slots and window == cache.capacity):
+        in_place = self._reads_own_length and self.slot_shards == 1
+        if in_place or (rows == self.settings.slots and window == cache.capacity):
             return KVCache(keys=cache.keys, values=cache.values, lengths=lengths)   # in place, in the donated buffer
         take = lambda a: self._block_rows(a[:, :, :, :window], rows, axis=1)  # noqa: E731
         return KVCache(keys=take(cache.keys), values=take(cache.values), lengths=lengths)
