@@ -7,6 +7,7 @@ batches that each process contributes half of, saves a checkpoint (orbax, all pr
 together), and writes WORKDIR/fingerprint.INDEX and, from process 0, WORKDIR/params.npz.
 """
 
+import json
 import os
 import sys
 
@@ -31,9 +32,14 @@ from configs.default import bare  # noqa: E402
 
 assert jax.process_count() == count and jax.device_count() == 2 * count
 learner = learner_on(make_mesh({"fsdp": -1}))   # one fsdp axis over every device of every process
+gathered = []   # bytes this process received through distributed.gather, per update
 for seed in BATCHES:
+    before = distributed.gathered_bytes()
     rows = distributed.gather(make_rows(6, seed=seed)[index::count])   # this process's half, then everyone's
     learner.update(rows)
+    gathered.append(distributed.gathered_bytes() - before)
+with open(os.path.join(workdir, f"gathered.{index}.json"), "w") as f:
+    json.dump(gathered, f)
 with CheckpointStore(os.path.join(workdir, "checkpoints"), keep=bare().train.keep_checkpoints) as store:
     store.save(learner.version, learner.state, {"processes": count})
 with open(os.path.join(workdir, f"fingerprint.{index}"), "w") as f:

@@ -213,8 +213,11 @@ class Orchestrator:
         """Train on a batch, publish the new version, free the batch's screenshots."""
         self.buffer.pace(starved=batch.waited > 0)
         started = time.perf_counter()
+        gathered_before = distributed.gathered_bytes()
         rows = distributed.gather(batch.rows)
         measurements = self.learner.update(rows)
+        # what this process received from the others to feed this update (0 with one process)
+        measurements["gathered_bytes"] = distributed.gathered_bytes() - gathered_before
         self.engine.publish(self.learner.params, self.learner.version)
         self.buffer.set_version(self.learner.version)
         self._wake_collector()
