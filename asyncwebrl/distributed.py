@@ -1,7 +1,8 @@
 """Several processes, one program: JAX's multi-controller runtime (jax.distributed).
 
 Every process runs the same code; the learner's mesh spans the devices of all of them, and
-each update must see the same global batch everywhere. This module holds the pieces that
+each update trains on one global batch that every process feeds its own rows into
+(learner/learner.py): rows never travel between processes, only small facts do. This module holds the pieces that
 only exist because there are several processes:
 
     group = process_group()            # from arguments or JAX_COORDINATOR_ADDRESS, ...

@@ -26,7 +26,7 @@ from asyncwebrl.learner.packing import pack
 
 # the global batches, one per update: (seed, rows, how many of them process 0 has); process
 # 1 has the rest, so the processes feed unequal parts (and pack unequal microbatch counts)
-BATCHES = ((21, 9, 8), (22, 7, 2))
+BATCHES = ((21, 9, 7), (22, 7, 2))
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed_worker.py")
 
 
