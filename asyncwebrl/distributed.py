@@ -1,12 +1,14 @@
 """Several processes, one program: JAX's multi-controller runtime (jax.distributed).
 
 Every process runs the same code; the learner's mesh spans the devices of all of them, and
-each update must see the same global batch everywhere. This module holds the pieces that
+each update trains on one global batch that every process feeds its own rows into
+(learner/learner.py): rows never travel between processes, only small facts do. This module holds the pieces that
 only exist because there are several processes:
 
     group = process_group()            # from arguments or JAX_COORDINATOR_ADDRESS, ...
     initialize(group)                  # before anything else touches a device
-    rows = gather(local_rows)          # every process's rows, in process order, everywhere
+    facts = gather(local_facts)        # every process's small objects, in process order, everywhere
+    gathered_bytes()                   # what gather has received on this process so far
     if any_process(stopping, "update/7"): ...   # a flag agreed on without a collective
     flag_raised("update/7")            # ... and a peek at it while still busy
     addressable_copy(learner.params)   # global arrays as host values (for a local sampler)
@@ -138,9 +140,20 @@ def flag_raised(name: str) -> bool:
     return False
 
 
+_received = {"bytes": 0}   # by gather on this process, since it started
+
+
+def gathered_bytes() -> int:
+    """Bytes this process has received through gather (its own part included: the
+    all-gather hands every process every part). A caller measures a stretch of work by
+    the difference; one process: always 0, nothing is exchanged."""
+    return _received["bytes"]
+
+
 def gather(items: list) -> list:
-    """Every process's `items` (any picklable objects: step rows, trajectories' digests),
-    concatenated in process order, on every process. One process: the items themselves."""
+    """Every process's `items` (any picklable objects: trajectories' digests, counts),
+    concatenated in process order, on every process. One process: the items themselves.
+    Everything passed here is copied to every process (gathered_bytes counts it)."""
     if jax.process_count() == 1:
         return list(items)
     from jax.experimental import multihost_utils
@@ -154,6 +167,7 @@ def gather(items: list) -> list:
     padded = np.zeros(max(sizes), np.uint8)
     padded[:payload.size] = payload
     everyone = np.asarray(multihost_utils.process_allgather(padded)).reshape(len(sizes), -1)
+    _received["bytes"] += everyone_sizes.nbytes + everyone.nbytes
     return [item for row, size in zip(everyone, sizes) for item in pickle.loads(row[:size].tobytes())]
 
 

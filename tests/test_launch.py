@@ -48,6 +48,7 @@ def two_process_run(tmp_path_factory, short_run_process):
     processes then find in the compilation cache. Returns (workdir, the script's result)."""
     workdir = str(tmp_path_factory.mktemp("launch") / "run")
     flags = [f for f in QUICK if not f.startswith("--config.rl.groups_per_batch")]   # the script's: one per process
+    flags.append("--config.learner.rows_per_microbatch=2")   # one row of every microbatch from each process
     shots = os.path.join(workdir, "screenshots")   # one file store that both "hosts" share
     script = subprocess.Popen(["bash", os.path.join(LAUNCH, "local_multiprocess.sh"), "2", workdir, *flags,
                                "--config.train.max_updates=4", "--config.screenshots.driver=file",

@@ -14,6 +14,19 @@ run restored from a checkpoint replays exactly. An update reads the device twice
 starting step and version, and at its end the summed measurements of all its steps.
 Before the gradient step of a new microbatch signature first runs on an accelerator, its
 compiled memory is checked against the devices' free memory (device_memory.py).
+
+Several processes (asyncwebrl/distributed.py): each process calls update with its own
+rows, and they never leave it. A microbatch of R rows and I images is fed in parts: each
+process packs its rows into R / P rows and I / P images (its part), and its part becomes
+its block of the global arrays along the batch axis (make_array_from_process_local_data;
+the mesh's batch axes must split R and I over the processes, in process order). The
+processes agree only on small facts (distributed.gather): the microbatch count, the
+global maximum of theirs (a process with fewer feeds empty parts, loss mask 0), and the
+counts of the measurements. The loss needs nothing more: its token means are sums over
+the global arrays inside the jitted step, divided by their global token count.
+merge_duplicates runs per process, so copies of a step on two processes stay two rows.
+The update then equals one process's on all rows up to float summation order (rows are
+grouped into other microbatches), exactly so only where the microbatches are the same.
 """
 
 from __future__ import annotations
@@ -27,9 +40,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from asyncwebrl import distributed
 from asyncwebrl.learner import device_memory
 from asyncwebrl.learner.choices import WARM_START_KIND, loss_kind
-from asyncwebrl.learner.packing import Microbatch, PackingShape, StepRow, merge_duplicates, pack
+from asyncwebrl.learner.packing import Microbatch, PackingShape, StepRow, empty_microbatch, merge_duplicates, pack
 from asyncwebrl.learner.train import (LossSettings, OptimizerSettings, TrainState, build_steps, learning_rate_schedule,
                                       make_optimizer, zeros_like_params)
 from asyncwebrl.parallel import LEARNER_RULES, logical_spec, make_mesh, param_shardings
@@ -103,6 +117,7 @@ class Learner:
                                     "learner.images_per_microbatch": settings.packing.images_per_microbatch,
                                     "learner.row_length": settings.packing.row_length}
         self._checked_signatures = set()
+        self._part = process_part(settings.packing, jax.process_count())
 
     @property
     def params(self):
@@ -119,17 +134,21 @@ class Learner:
     # ------------------------------------------------------------ one update
 
     def update(self, rows: list[StepRow]) -> dict:
-        """Train on these step rows; returns the measurements of the update."""
-        if not rows:
-            raise ValueError("an update needs at least one step row")
+        """Train on these step rows (with several processes: this process's, every process
+        calling together); returns the measurements of the update, over all processes' rows."""
         started = time.perf_counter()
         # where the update starts, in one fetch: the previous update's measurements were
         # fetched at its end, so this waits for nothing
         step, version = (int(x) for x in jax.device_get((self.state.step, self.state.version)))
         trained = merge_duplicates(rows) if self.settings.merge_duplicates else rows
-        packed_on_host = pack(trained, self.settings.packing, self.config)
-        images_encoded = sum(int(mb.inputs.vision.patch_valid[:, 0].sum()) for mb in packed_on_host
-                             if mb.inputs.vision is not None)
+        first_image = jax.process_index() * self._part.images_per_microbatch
+        packed_on_host = pack(trained, self._part, self.config, first_image)
+        facts = self._batch_facts(rows, trained, packed_on_host, version)
+        if not facts["rows"]:
+            raise ValueError("an update needs at least one step row")
+        # a process with fewer microbatches feeds empty parts: every process joins every step
+        packed_on_host += [empty_microbatch(self._part, self.config, first_image)
+                           for _ in range(facts["microbatches"] - len(packed_on_host))]
         microbatches = [self._place(mb) for mb in packed_on_host]
         packed = time.perf_counter()
         prox = [None] * len(microbatches)
@@ -144,9 +163,7 @@ class Learner:
         summed, last = jax.device_get((summed, last))   # the update's one fetch of what the device measured
         measurements = {name: float(total) / steps for name, total in summed.items()}
         measurements.update(
-            self._batch_facts(rows, trained, microbatches, version),
-            images_shown=sum(r.num_images for r in rows), images_encoded=images_encoded,
-            skipped=float(summed["skipped"]), optimizer_steps=steps, proximal_pass=proximal_pass,
+            facts, skipped=float(summed["skipped"]), optimizer_steps=steps, proximal_pass=proximal_pass,
             param_norm=float(last["param_norm"]), learning_rate=float(last["learning_rate"]),
             version=version + 1 if learns else version,
             seconds=time.perf_counter() - started, pack_seconds=packed - started, prox_seconds=proximal - packed)
@@ -223,28 +240,74 @@ class Learner:
         loss = self.settings.loss
         return loss_kind(loss.kind).uses_prox and loss.decoupled and optimizer_steps > 1
 
-    def _batch_facts(self, rows: list[StepRow], trained: list[StepRow], microbatches: list[Microbatch],
+    def _batch_facts(self, rows: list[StepRow], trained: list[StepRow], packed: list[Microbatch],
                      version: int) -> dict:
-        """rows: the steps of the batch; trained: the rows packed (rows with copies merged)."""
-        response_tokens = sum(len(r.response_ids) for r in rows)
-        lag = np.concatenate([version - np.asarray(r.versions) for r in rows]) if response_tokens else np.zeros(1)
-        return {"rows": len(rows), "rows_trained": len(trained), "microbatches": len(microbatches),
-                "response_tokens": response_tokens,
-                "tokens_per_step": float(np.mean([len(r.response_ids) for r in rows])),
-                "fill": sum(len(r) for r in trained) / (len(microbatches) * self.settings.packing.tokens),
-                "staleness_mean": float(lag.mean()), "staleness_max": float(lag.max())}
+        """The batch's counts over every process (a gather of a few numbers each): rows, the
+        steps of the batch; trained, the rows packed (copies merged); packed, this process's
+        parts of microbatches. "microbatches" is the most parts any process packed."""
+        lags = [version - np.asarray(r.versions) for r in rows]
+        mine = {"rows": len(rows), "rows_trained": len(trained), "microbatches": len(packed),
+                "response_tokens": sum(len(r.response_ids) for r in rows),
+                "row_tokens": sum(len(r) for r in trained),
+                "lag_sum": int(sum(lag.sum() for lag in lags)), "lag_max": max((int(lag.max()) for lag in lags
+                                                                                 if len(lag)), default=0),
+                "images_shown": sum(r.num_images for r in rows),
+                "images_encoded": sum(int(mb.inputs.vision.patch_valid[:, 0].sum()) for mb in packed
+                                      if mb.inputs.vision is not None)}
+        everyone = distributed.gather([mine])
+        total = {name: sum(part[name] for part in everyone) for name in mine}
+        microbatches = max(part["microbatches"] for part in everyone)
+        tokens = total["response_tokens"]
+        return {"rows": total["rows"], "rows_trained": total["rows_trained"], "microbatches": microbatches,
+                "response_tokens": tokens, "tokens_per_step": tokens / max(total["rows"], 1),
+                "fill": total["row_tokens"] / max(microbatches * self.settings.packing.tokens, 1),
+                "staleness_mean": total["lag_sum"] / max(tokens, 1),
+                "staleness_max": float(max(part["lag_max"] for part in everyone)),
+                "images_shown": total["images_shown"], "images_encoded": total["images_encoded"]}
 
-    def _place(self, microbatch: Microbatch) -> Microbatch:
-        """Put a microbatch on the mesh: rows (and images) over the rule's batch axes."""
+    def _place(self, part: Microbatch) -> Microbatch:
+        """Put this process's part of a microbatch on the mesh, as its block of the global
+        arrays: rows (and images) over the rule's batch axes (one process: the whole of it)."""
+        processes = jax.process_count()
+
         def place(path, array):
             batch_axis = 1 if any(getattr(k, "name", None) == "positions" for k in path) else 0
-            axes = [None] * np.ndim(array)
+            shape = list(np.shape(array))
+            shape[batch_axis] *= processes
+            axes = [None] * len(shape)
             axes[batch_axis] = "batch"
-            spec = logical_spec(axes, np.shape(array), self.mesh, self.rules)
-            return jax.device_put(array, jax.sharding.NamedSharding(self.mesh, spec))
-        return jax.tree_util.tree_map_with_path(place, microbatch)
+            sharding = jax.sharding.NamedSharding(self.mesh, logical_spec(axes, shape, self.mesh, self.rules))
+            check_process_block(sharding, tuple(shape), batch_axis, jax.tree_util.keystr(path))
+            return jax.make_array_from_process_local_data(sharding, np.asarray(array), tuple(shape))
+        return jax.tree_util.tree_map_with_path(place, part)
 
     # ------------------------------------------------------------ checkpoints
 
     def restore(self, state: TrainState) -> None:
         self.state = jax.device_put(state, self.state_shardings)
+
+
+def process_part(shape: PackingShape, processes: int) -> PackingShape:
+    """The part of a microbatch that each of `processes` processes packs its rows into."""
+    if shape.rows_per_microbatch % processes or shape.images_per_microbatch % processes:
+        raise ValueError(f"learner.rows_per_microbatch={shape.rows_per_microbatch} and learner.images_per_microbatch="
+                         f"{shape.images_per_microbatch} must be multiples of the process count {processes}: each "
+                         "process feeds an equal part of every microbatch")
+    return dataclasses.replace(shape, rows_per_microbatch=shape.rows_per_microbatch // processes,
+                               images_per_microbatch=shape.images_per_microbatch // processes)
+
+
+def check_process_block(sharding, shape: tuple, batch_axis: int, name: str) -> None:
+    """That this process's devices hold exactly its block of the batch axis (the p-th of P
+    equal ones): otherwise its rows would land elsewhere, or be taken as copies of the
+    other processes' (a batch axis the mesh does not split over the processes)."""
+    processes, index = jax.process_count(), jax.process_index()
+    size = shape[batch_axis] // processes
+    held = set()
+    for indices in sharding.addressable_devices_indices_map(shape).values():
+        held.update(range(*indices[batch_axis].indices(shape[batch_axis])))
+    if held != set(range(index * size, (index + 1) * size)):
+        raise ValueError(f"the learner mesh {dict(sharding.mesh.shape)} does not split the batch axis of {name} "
+                         f"(global size {shape[batch_axis]}) into one block per process in process order: "
+                         "learner.rows_per_microbatch and learner.images_per_microbatch must be multiples of the "
+                         "mesh's batch axes (data x fsdp), and those must span the processes in order")

@@ -88,8 +88,11 @@ class PackingShape:
                    patches_per_image=config.sampler.patches_per_image)
 
 
-def pack(rows: list[StepRow], shape: PackingShape, config: ModelConfig) -> list[Microbatch]:
-    """All rows, in fixed-shape microbatches (first fit, rows sharing screenshots together)."""
+def pack(rows: list[StepRow], shape: PackingShape, config: ModelConfig, first_image: int = 0) -> list[Microbatch]:
+    """All rows, in fixed-shape microbatches (first fit, rows sharing screenshots together).
+    first_image: where these microbatches' images start in the microbatch they are part of
+    (several processes each pack a part: learner.py), so that the placeholders point at
+    their own images' vision tokens there."""
     for index, row in enumerate(rows):
         if len(row) > shape.row_length:
             raise ValueError(f"step row {index} has {len(row)} tokens; row_length is {shape.row_length}")
@@ -106,7 +109,13 @@ def pack(rows: list[StepRow], shape: PackingShape, config: ModelConfig) -> list[
             raise ValueError(f"step row {index} names {len(row.image_keys)} image keys for {row.num_images} images")
         if not len(row.response_ids) == len(row.behave_logprobs) == len(row.versions):
             raise ValueError(f"step row {index}: response, behave_logprobs and versions differ in length")
-    return [_assemble(rows, layout.sequences, shape, config) for layout in place(rows, shape)]
+    return [_assemble(rows, layout.sequences, shape, config, first_image) for layout in place(rows, shape)]
+
+
+def empty_microbatch(shape: PackingShape, config: ModelConfig, first_image: int = 0) -> Microbatch:
+    """A microbatch of no rows (loss mask 0 everywhere): a process with fewer microbatches
+    than another feeds these, so that all take part in every step."""
+    return _assemble([], [], shape, config, first_image)
 
 
 # behaviour log-probs of one token in two copies of a step may differ by this much and the
@@ -199,7 +208,8 @@ def place(rows: list[StepRow], shape: PackingShape) -> list[Layout]:
     return layouts
 
 
-def _assemble(rows: list[StepRow], sequences: list[list[int]], shape: PackingShape, config: ModelConfig) -> Microbatch:
+def _assemble(rows: list[StepRow], sequences: list[list[int]], shape: PackingShape, config: ModelConfig,
+              first_image: int) -> Microbatch:
     """The arrays of one microbatch: sequences of row indices; each distinct image once."""
     R, L = shape.rows_per_microbatch, shape.row_length
     tokens = np.zeros((R, L), np.int32)
@@ -233,7 +243,7 @@ def _assemble(rows: list[StepRow], sequences: list[list[int]], shape: PackingSha
                         encoded[identity] = len(grids)
                         pixels.append(row.pixel_values[starts[j]:starts[j + 1]])
                         grids.append(row.image_grid_thw[j])
-                    slots.append(encoded[identity] * stride + np.arange(patches[j] // config.vision.merge_unit))
+                    slots.append((first_image + encoded[identity]) * stride + np.arange(patches[j] // config.vision.merge_unit))
                 source[r, offset + image_slots] = np.concatenate(slots)
             # input position t predicts token t+1; the response starts at prompt length p
             p, n = len(row.prompt_ids), len(row.response_ids)

@@ -14,8 +14,9 @@ and learner overlap.
                        accelerator work of batch u
 
 Several processes (asyncwebrl/distributed.py) each run all three; their learner loops
-meet once per update: each brings B / P groups of its own collector, the step rows of
-all processes train one sharded learner, and every host's sampler takes the result. They
+meet once per update: each brings B / P groups of its own collector and feeds their step
+rows to its part of one sharded learner's batch (rows never cross processes: learner.py),
+and every host's sampler takes the result. They
 also agree on stopping: if any process was stopped, all stop before the same update.
 
 The synchronous baseline is this same loop with eta = 0 (the gate then pauses
@@ -213,8 +214,10 @@ class Orchestrator:
         """Train on a batch, publish the new version, free the batch's screenshots."""
         self.buffer.pace(starved=batch.waited > 0)
         started = time.perf_counter()
-        rows = distributed.gather(batch.rows)
-        measurements = self.learner.update(rows)
+        gathered_before = distributed.gathered_bytes()
+        measurements = self.learner.update(batch.rows)   # this process's rows: each feeds its own (learner.py)
+        # what this process received from the others to feed this update (0 with one process)
+        measurements["gathered_bytes"] = distributed.gathered_bytes() - gathered_before
         self.engine.publish(self.learner.params, self.learner.version)
         self.buffer.set_version(self.learner.version)
         self._wake_collector()

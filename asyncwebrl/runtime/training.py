@@ -15,7 +15,8 @@ but which holds no checkpoint refuses to start from scratch unless config.train.
 
 As several processes (asyncwebrl/distributed.py) every process collects with its own
 browsers and sampler, demonstrations and evaluation episodes are split between them and
-gathered, the learner trains on everyone's rows, and process 0 alone writes the run
+gathered, each process feeds its own step rows to its part of the learner's batch (the
+rows never leave it: learner.py), and process 0 alone writes the run
 directory. Each process keeps its own task-sampler position and counters (the checkpoint
 holds all of them); metrics add the counters up.
 """
@@ -138,14 +139,16 @@ def warm_start(config, run: RunDirectory, web: LocalWeb, processor, model, tasks
     solved = [t for t in demos if t.success]
     rows = step_rows(solved, np.zeros(len(solved)), store, processor)
     store.free([k for t in demos for k in t.screenshot_keys()])
-    rows = distributed.gather(rows)   # every process trains on everyone's rows, in process order
-    reports = distributed.gather([(len(solved), seconds)])
-    solved_count, seconds = sum(n for n, _ in reports), max(s for _, s in reports)
+    # every process keeps its own rows and feeds them to the learner itself (learner.py):
+    # only the counts travel
     fitting = [r for r in rows if len(r) <= config.learner.row_length]
-    print(f"[sft] {solved_count}/{len(demo_tasks)} demonstrations solved, {len(rows)} step rows "
-          f"({len(rows) - len(fitting)} longer than learner.row_length left out), {seconds:.0f}s")
+    reports = distributed.gather([(len(solved), seconds, len(rows), len(fitting))])
+    solved_count, seconds = sum(r[0] for r in reports), max(r[1] for r in reports)
+    row_count, fitting_count = sum(r[2] for r in reports), sum(r[3] for r in reports)
+    print(f"[sft] {solved_count}/{len(demo_tasks)} demonstrations solved, {row_count} step rows "
+          f"({row_count - fitting_count} longer than learner.row_length left out), {seconds:.0f}s")
     rows = fitting
-    if not rows:
+    if not fitting_count:
         raise RuntimeError("the oracle solved no demonstration task: nothing to warm-start on")
     cut = sum(len(r.response_ids) > config.sampler.max_new_tokens for r in rows)
     if cut:   # the warm start then teaches responses the sampler will always stop short of
@@ -153,9 +156,11 @@ def warm_start(config, run: RunDirectory, web: LocalWeb, processor, model, tasks
                         "the model cannot write them whole (their actions come at the end)",
                         cut, len(rows), config.sampler.max_new_tokens)
     learner = make_learner(config, model, "sft")
-    rng = np.random.default_rng(config.seed)
+    # each process draws its share of a step's rows from its own (one process: from all, by config.seed)
+    rows_per_step = distributed.per_process(config.sft.rows_per_step, "sft.rows_per_step")
+    rng = np.random.default_rng(config.seed if jax.process_count() == 1 else (config.seed, jax.process_index()))
     for step in range(1, config.sft.steps + 1):
-        batch = [rows[i] for i in rng.choice(len(rows), min(config.sft.rows_per_step, len(rows)), replace=False)]
+        batch = [rows[i] for i in rng.choice(len(rows), min(rows_per_step, len(rows)), replace=False)]
         measured = learner.update(batch)
         run.log({"phase": "sft", "sft_step": step, **learner_record(measured)}, step)
         if step == 1 or step % max(1, config.sft.steps // 10) == 0 or step == config.sft.steps:
