@@ -122,6 +122,8 @@ def main() -> None:
     parser.add_argument("--images", action="store_true", help="one 1280x720 screenshot per step row")
     parser.add_argument("--param-dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--compute-dtype", default="bfloat16", choices=["float32", "bfloat16"])
+    parser.add_argument("--residual-dtype", default="float32", choices=["float32", "bfloat16"],
+                        help="model.residual_dtype: the residual stream between layers (float32 since the log-prob gap fix)")
     parser.add_argument("--moment-dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--gradient-dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--remat", default="full", choices=["none", "full", "dots", "mlp"])
@@ -153,7 +155,7 @@ def main() -> None:
 
     built = time.perf_counter()
     model = Qwen3VL(config, dtype=args.compute_dtype, param_dtype=args.param_dtype, remat=args.remat,
-                    attention=args.attention, rngs=nnx.Rngs(0))
+                    attention=args.attention, residual_dtype=args.residual_dtype, rngs=nnx.Rngs(0))
     learner = Learner(model, settings)
     setup_seconds = time.perf_counter() - built
     batches = [synthetic_rows(config, count, args.prompt, args.images, rng) for _ in range(2)]
