@@ -1,6 +1,7 @@
 """Sampler and learner agree at equal weights (benchmarks/logprob_gap.py, issue 25 item 4):
 the log-prob the engine recorded for each sampled token against the learner's recomputed
-one (Learner.response_logprobs), the tiny model in float32 on the CPU, with a screenshot."""
+one (Learner.response_logprobs), the tiny model in float32 on the CPU, with a screenshot;
+and in bf16, a deep model's gap narrowed by a float32 residual stream (model.residual_dtype)."""
 
 import dataclasses
 import os
