@@ -122,8 +122,8 @@ def main() -> None:
     parser.add_argument("--images", action="store_true", help="one 1280x720 screenshot per step row")
     parser.add_argument("--param-dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--compute-dtype", default="bfloat16", choices=["float32", "bfloat16"])
-    parser.add_argument("--residual-dtype", default="float32", choices=["float32", "bfloat16"],
-                        help="model.residual_dtype: the residual stream between layers (float32 since the log-prob gap fix)")
+    parser.add_argument("--residual-dtype", default=bare().model.residual_dtype, choices=["float32", "bfloat16"],
+                        help="model.residual_dtype: the residual stream between layers")
     parser.add_argument("--moment-dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--gradient-dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--remat", default="full", choices=["none", "full", "dots", "mlp"])

@@ -56,13 +56,14 @@ INFORMATIVE_RATIO = 1.2   # also reported: the share of tokens with exp(d) outsi
 
 
 def run_config(preset: str, model_path: str, param_dtype: str, dtype: str, attention: str, *, requests: int,
-               prompt_tokens: int, new_tokens: int, images: int, residual_dtype: str = "float32"):
-    """The run's config for this measurement: the bare system's keys, one device for both
-    roles, a sampler with a slot per request and a learner whose rows hold any step."""
+               prompt_tokens: int, new_tokens: int, images: int, residual_dtype: str | None = None):
+    """The run's config for this measurement: the bare system's keys (residual_dtype None:
+    the bare config's), one device for both roles, a sampler with a slot per request and a
+    learner whose rows hold any step."""
     config = bare()
     config.model.preset, config.model.path = preset, model_path
     config.model.dtype, config.model.compute_dtype, config.model.attention = param_dtype, dtype, attention
-    config.model.residual_dtype = residual_dtype
+    config.model.residual_dtype = residual_dtype or config.model.residual_dtype
     config.devices.count, config.devices.sampler = 1, 0
     config.rl.temperature = 1.0
     prompt = prompt_tokens + images * 1000   # an upper bound; the bucket is set from the requests
@@ -175,7 +176,7 @@ def main() -> None:
     parser.add_argument("--model-path", default="", help="a checkpoint directory instead, e.g. assets/warm_start")
     parser.add_argument("--dtype", default="float32,bfloat16", help="compute dtypes, comma-separated")
     parser.add_argument("--param-dtype", default="float32", choices=["float32", "bfloat16"])
-    parser.add_argument("--residual-dtype", default="float32",
+    parser.add_argument("--residual-dtype", default=bare().model.residual_dtype,
                         help="model.residual_dtype values, comma-separated (bfloat16,float32: the stream off and on)")
     parser.add_argument("--attention", default="xla", help="xla and/or pallas (GPU), comma-separated")
     parser.add_argument("--requests", type=int, default=8)

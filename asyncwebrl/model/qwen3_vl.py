@@ -33,8 +33,8 @@ REMAT_POLICIES = {
 
 
 class Qwen3VL(nnx.Module):
-    def __init__(self, config: ModelConfig, *, dtype, param_dtype, remat: str, attention: str, rngs: nnx.Rngs,
-                 residual_dtype="float32"):
+    def __init__(self, config: ModelConfig, *, dtype, param_dtype, residual_dtype, remat: str, attention: str,
+                 rngs: nnx.Rngs):
         """dtype: the matmuls'; param_dtype: storage; residual_dtype: the residual streams
         between layers (asyncwebrl/model/layers.py says why float32); remat: a key of
         REMAT_POLICIES; attention: "xla" or "pallas" (config.model's keys)."""

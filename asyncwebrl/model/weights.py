@@ -1,6 +1,6 @@
 """Hugging Face Qwen3-VL checkpoints in and out.
 
-`load_pretrained(path, dtype=..., compute_dtype=..., remat=..., attention=...)` reads
+`load_pretrained(path, dtype=..., compute_dtype=..., residual_dtype=..., remat=..., attention=...)` reads
 config.json and model.safetensors (or a sharded index) through memory maps and places
 every tensor straight onto its target sharding: each device receives only its own slice,
 so no process ever holds a full copy per device.
@@ -205,7 +205,7 @@ def abstract_model(config: ModelConfig, **model_kwargs) -> Qwen3VL:
     return nnx.eval_shape(lambda: Qwen3VL(config, rngs=nnx.Rngs(0), **model_kwargs))
 
 
-def load_pretrained(path, *, dtype, compute_dtype, remat: str, attention: str, residual_dtype="float32", mesh=None,
+def load_pretrained(path, *, dtype, compute_dtype, residual_dtype, remat: str, attention: str, mesh=None,
                     rules=None) -> Qwen3VL:
     """A Qwen3VL with a local Hugging Face checkpoint's weights.
 
