@@ -135,8 +135,8 @@ def main() -> None:
     skip = set(filter(None, args.skip.split(",")))
     for layers in depths:
         narrowed = narrow(config, args.hidden, layers)
-        model = Qwen3VL(narrowed, dtype="float32", param_dtype="float32", remat=args.remat, attention="xla",
-                        rngs=nnx.Rngs(0))
+        model = Qwen3VL(narrowed, dtype="float32", param_dtype="float32", residual_dtype="float32", remat=args.remat,
+                        attention="xla", rngs=nnx.Rngs(0))
         result = {"preset": args.preset, "text_layers": layers, "vision_blocks": narrowed.vision.depth,
                   "deepstack": list(narrowed.vision.deepstack_layers), "hidden": args.hidden, "remat": args.remat,
                   "row_length": args.row_length, "images": args.images, "repeats": args.repeats,

@@ -124,6 +124,8 @@ def main() -> None:
     parser.add_argument("--images", action="store_true", help="one 1280x720 screenshot per step row")
     parser.add_argument("--param-dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--compute-dtype", default="bfloat16", choices=["float32", "bfloat16"])
+    parser.add_argument("--residual-dtype", default=bare().model.residual_dtype, choices=["float32", "bfloat16"],
+                        help="model.residual_dtype: the residual stream between layers")
     parser.add_argument("--moment-dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--gradient-dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--remat", default="full", choices=["none", "full", "dots", "mlp"])
@@ -158,7 +160,7 @@ def main() -> None:
 
     built = time.perf_counter()
     model = Qwen3VL(config, dtype=args.compute_dtype, param_dtype=args.param_dtype, remat=args.remat,
-                    attention=args.attention, rngs=nnx.Rngs(0))
+                    attention=args.attention, residual_dtype=args.residual_dtype, rngs=nnx.Rngs(0))
     sizes = dict(zip(MESH_AXES, (int(size) for size in args.mesh.split(","))))
     devices = math.prod(sizes.values())
     learner = Learner(model, settings, mesh=make_mesh(sizes, devices=jax.devices()[:devices]))

@@ -20,13 +20,17 @@ scale by X (the logits by X) so that the distribution is peaked like a trained m
 (the sampler's mean -log-prob per token is reported as `sampled_nll`). `--model-path`
 loads a checkpoint instead (e.g. assets/warm_start, the trained 6.1M model); prompts are
 random token ids either way, with `--images` random 1280x720 screenshots as in
-benchmarks/sampler.py. One JSON line per (dtype, attention), then a summary.
+benchmarks/sampler.py. `--layers N` gives the random preset N text layers (a narrow model
+at the 2B preset's depth, 28, runs on a CPU), and `--residual-dtype bfloat16,float32`
+measures model.residual_dtype both ways in one run. One JSON line per (attention, dtype,
+residual dtype), then a summary.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import itertools
 import math
 import os
 import platform
@@ -35,10 +39,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import dataclasses  # noqa: E402
+
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+from flax import nnx  # noqa: E402
 
 from asyncwebrl.learner.packing import StepRow  # noqa: E402
+from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
+from asyncwebrl.model.tokenizer import Processor  # noqa: E402
 from asyncwebrl.runtime.build import build_model, make_engine, make_learner  # noqa: E402
 from benchmarks.sampler import make_requests  # noqa: E402
 from configs.default import bare  # noqa: E402
@@ -47,12 +56,14 @@ INFORMATIVE_RATIO = 1.2   # also reported: the share of tokens with exp(d) outsi
 
 
 def run_config(preset: str, model_path: str, param_dtype: str, dtype: str, attention: str, *, requests: int,
-               prompt_tokens: int, new_tokens: int, images: int):
-    """The run's config for this measurement: the bare system's keys, one device for both
-    roles, a sampler with a slot per request and a learner whose rows hold any step."""
+               prompt_tokens: int, new_tokens: int, images: int, residual_dtype: str | None = None):
+    """The run's config for this measurement: the bare system's keys (residual_dtype None:
+    the bare config's), one device for both roles, a sampler with a slot per request and a
+    learner whose rows hold any step."""
     config = bare()
     config.model.preset, config.model.path = preset, model_path
     config.model.dtype, config.model.compute_dtype, config.model.attention = param_dtype, dtype, attention
+    config.model.residual_dtype = residual_dtype or config.model.residual_dtype
     config.devices.count, config.devices.sampler = 1, 0
     config.rl.temperature = 1.0
     prompt = prompt_tokens + images * 1000   # an upper bound; the bucket is set from the requests
@@ -79,6 +90,22 @@ def fit_shapes(config, requests) -> None:
     # a row of whole logit chunks (train.target_logprobs): up to 512 tokens any length, else 512s
     length = config.sampler.capacity
     config.learner.row_length = length if length <= 512 else -(-length // 512) * 512
+
+
+def build_at_depth(config, layers: int):
+    """build_model's random preset, with `layers` text layers instead of the preset's (0: as
+    built): a narrow model at a published preset's depth (28 for 2B, 36 for 8B) runs on a CPU,
+    and the gap's growth through bf16 layers is a matter of depth, not width."""
+    if not layers:
+        return build_model(config)
+    if config.model.path:
+        raise ValueError("--layers changes a random preset's depth; it cannot apply to a checkpoint")
+    model_config = preset(config.model.preset)
+    model_config = dataclasses.replace(model_config, text=dataclasses.replace(model_config.text, num_layers=layers))
+    model = Qwen3VL(model_config, dtype=config.model.compute_dtype or config.model.dtype, param_dtype=config.model.dtype,
+                    attention=config.model.attention, remat=config.model.remat,
+                    residual_dtype=config.model.residual_dtype, rngs=nnx.Rngs(config.seed))
+    return model, Processor.embedded()
 
 
 def sample_rows(config, model, processor, requests) -> list[StepRow]:
@@ -121,10 +148,10 @@ def sharpen(model, factor: float) -> None:
 
 
 def measure(config, *, requests: int, prompt_tokens: int, new_tokens: int, images: int, sharpen_by: float = 1.0,
-            seed: int = 0, transform=None) -> dict:
+            seed: int = 0, layers: int = 0, transform=None) -> dict:
     """Sample, rescore with the learner at the same weights, and compare. `transform(rows)`
     (tests) changes the rows between the two, e.g. to score other tokens than were sampled."""
-    model, processor = build_model(config)
+    model, processor = build_at_depth(config, layers)
     sharpen(model, sharpen_by)
     batch = make_requests(model.config, requests, prompt_tokens, images, new_tokens, np.random.default_rng(seed))
     fit_shapes(config, batch)
@@ -149,33 +176,40 @@ def main() -> None:
     parser.add_argument("--model-path", default="", help="a checkpoint directory instead, e.g. assets/warm_start")
     parser.add_argument("--dtype", default="float32,bfloat16", help="compute dtypes, comma-separated")
     parser.add_argument("--param-dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--residual-dtype", default=bare().model.residual_dtype,
+                        help="model.residual_dtype values, comma-separated (bfloat16,float32: the stream off and on)")
     parser.add_argument("--attention", default="xla", help="xla and/or pallas (GPU), comma-separated")
     parser.add_argument("--requests", type=int, default=8)
     parser.add_argument("--prompt-tokens", type=int, default=64, help="text tokens per prompt")
     parser.add_argument("--new-tokens", type=int, default=32, help="at most (a sampled end-of-text stops earlier)")
     parser.add_argument("--images", type=int, default=0, help="random 1280x720 screenshots per prompt")
     parser.add_argument("--sharpen", type=float, default=1.0, help="scale the logits by this (final norm x X)")
+    parser.add_argument("--layers", type=int, default=0,
+                        help="text layers of the random preset (0: the preset's), e.g. --preset small --layers 28")
     parser.add_argument("--seed", type=int, default=0, help="of the prompts (weights: config seed 0)")
     args = parser.parse_args()
 
     results = []
-    for attention in args.attention.split(","):
-        for dtype in args.dtype.split(","):
-            config = run_config(args.preset, args.model_path, args.param_dtype, dtype, attention,
-                                requests=args.requests, prompt_tokens=args.prompt_tokens,
-                                new_tokens=args.new_tokens, images=args.images)
-            stats = measure(config, requests=args.requests, prompt_tokens=args.prompt_tokens,
-                            new_tokens=args.new_tokens, images=args.images, sharpen_by=args.sharpen, seed=args.seed)
-            row = {"model": args.model_path or args.preset, "param_dtype": args.param_dtype, "dtype": dtype,
-                   "attention": attention, "images": args.images, "sharpen": args.sharpen,
-                   "backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
-                   "cpu_count": os.cpu_count(), "machine": platform.machine(),
-                   **{k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in stats.items()}}
-            results.append(row)
-            print(json.dumps(row), flush=True)
+    for attention, dtype, residual in itertools.product(args.attention.split(","), args.dtype.split(","),
+                                                        args.residual_dtype.split(",")):
+        config = run_config(args.preset, args.model_path, args.param_dtype, dtype, attention,
+                            requests=args.requests, prompt_tokens=args.prompt_tokens,
+                            new_tokens=args.new_tokens, images=args.images, residual_dtype=residual)
+        stats = measure(config, requests=args.requests, prompt_tokens=args.prompt_tokens,
+                        new_tokens=args.new_tokens, images=args.images, sharpen_by=args.sharpen, seed=args.seed,
+                        layers=args.layers)
+        row = {"model": args.model_path or args.preset, "param_dtype": args.param_dtype, "dtype": dtype,
+               "residual_dtype": residual, "attention": attention, "images": args.images, "sharpen": args.sharpen,
+               "layers": args.layers or None,
+               "backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
+               "cpu_count": os.cpu_count(), "machine": platform.machine(),
+               **{k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in stats.items()}}
+        results.append(row)
+        print(json.dumps(row), flush=True)
     print("\nsampler vs learner log-prob at equal weights (nats; weight = exp(learner - sampler)):")
     for r in results:
-        print(f"  {r['model']} params {r['param_dtype']} compute {r['dtype']:8s} {r['attention']:6s} "
+        print(f"  {r['model']} params {r['param_dtype']} compute {r['dtype']:8s} residual {r['residual_dtype']:8s} "
+              f"{r['attention']:6s} "
               f"{r['tokens']:6d} tokens: mean |d| {r['mean_abs']:.2e}, p99 {r['p99_abs']:.2e}, max {r['max_abs']:.2e}; "
               f"over cap {r['behave_cap']:g}: {100 * r['over_cap_share']:.3f}%, outside [1/1.2, 1.2]: "
               f"{100 * r['outside_1.2_share']:.2f}% (sampled nll {r['sampled_nll']:.2f})")

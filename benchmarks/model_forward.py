@@ -31,6 +31,7 @@ from flax import nnx  # noqa: E402
 from asyncwebrl.model import ModelInputs, Qwen3VL, preset  # noqa: E402
 from asyncwebrl.model.inputs import sequence_positions, vision_inputs, vision_source  # noqa: E402
 from benchmarks.workload import ordinary_token_limit, screenshot_processor  # noqa: E402
+from configs.default import bare  # noqa: E402
 
 
 def step_rows(config, batch: int, text_tokens: int, image_hw: tuple[int, int], rng) -> ModelInputs:
@@ -77,7 +78,8 @@ def main() -> None:
 
     config = preset(args.preset)
     dtype = jnp.dtype(args.dtype)
-    model = Qwen3VL(config, dtype=dtype, param_dtype=dtype, remat="none", attention="xla", rngs=nnx.Rngs(0))
+    model = Qwen3VL(config, dtype=dtype, param_dtype=dtype, residual_dtype=bare().model.residual_dtype, remat="none",
+                    attention="xla", rngs=nnx.Rngs(0))
     graphdef, params = nnx.split(model)
     rows = step_rows(config, args.batch, args.text, tuple(int(x) for x in args.image.split("x")),
                      np.random.default_rng(0))

@@ -35,8 +35,9 @@ GIB = 2 ** 30
 
 def measure(name: str, param_dtype: str, moment_dtype: str, gradient_dtype: str) -> dict:
     config = preset(name)
-    model = nnx.eval_shape(lambda: Qwen3VL(config, dtype=param_dtype, param_dtype=param_dtype, remat="none",
-                                           attention="xla", rngs=nnx.Rngs(0)))
+    # parameters only: the activations' dtypes (compute, residual) do not change their memory
+    model = nnx.eval_shape(lambda: Qwen3VL(config, dtype=param_dtype, param_dtype=param_dtype, residual_dtype="float32",
+                                           remat="none", attention="xla", rngs=nnx.Rngs(0)))
     graphdef, params = nnx.split(model)
     optimizer = OptimizerSettings(learning_rate=5e-6, weight_decay=0.01, b1=0.9, b2=0.999, max_grad_norm=1.0,
                                   warmup_steps=0, total_steps=300, final_lr_fraction=0.1, moment_dtype=moment_dtype)

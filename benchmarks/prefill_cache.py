@@ -55,7 +55,8 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=17)
     args = parser.parse_args()
     config = with_vocabulary(preset("small"), 3072)
-    model = Qwen3VL(config, dtype="float32", param_dtype="float32", remat="none", attention="xla", rngs=nnx.Rngs(0))
+    model = Qwen3VL(config, dtype="float32", param_dtype="float32", residual_dtype="float32", remat="none",
+                    attention="xla", rngs=nnx.Rngs(0))
     rng = np.random.default_rng(0)
     prompts = [rng.integers(0, 256, args.prompt_tokens).astype(np.int32) for _ in range(args.prompts)]
     requests = [Request(input_ids=ids, max_new_tokens=args.new_tokens) for ids in prompts for _ in range(args.group)]

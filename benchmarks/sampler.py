@@ -50,6 +50,7 @@ from asyncwebrl.model.config import to_hf_dict, with_vocabulary  # noqa: E402
 from asyncwebrl.model.inputs import still_patch_pixels  # noqa: E402
 from benchmarks.workload import ordinary_token_limit, synthetic_processor  # noqa: E402
 from asyncwebrl.sampler import Engine, EngineSettings, Image, Request, SamplingSettings  # noqa: E402
+from configs.default import bare  # noqa: E402
 
 
 def copy_bandwidth(megabytes: int = 2048, repeats: int = 10) -> float:
@@ -275,8 +276,8 @@ def main() -> None:
         return
     # transformers first, in a child process, before JAX takes the GPU's memory
     transformers_rates = transformers_in_child(hf_levels) if args.hf else {}
-    model = Qwen3VL(config, dtype=args.dtype, param_dtype=args.dtype, remat="none", attention=args.attention,
-                    rngs=nnx.Rngs(0))   # no remat: decoding takes no gradient
+    model = Qwen3VL(config, dtype=args.dtype, param_dtype=args.dtype, residual_dtype=bare().model.residual_dtype,
+                    remat="none", attention=args.attention, rngs=nnx.Rngs(0))   # no remat: decoding takes no gradient
     bandwidth = copy_bandwidth()
     weights = decode_weights(model)
     rows, probe = [], {}

@@ -89,6 +89,12 @@ def bare() -> config_dict.ConfigDict:
     config.model.dtype = "float32"  # parameter storage; bfloat16 on accelerators
     config.model.compute_dtype = ""  # the matmuls' dtype ("" = model.dtype): bfloat16 over float32 parameters is mixed precision
     config.model.attention = "xla"  # xla | pallas (GPU kernels: flash attention, per-slot decode)
+    # the residual stream between layers (text and vision): float32 | bfloat16. Matters under
+    # bf16 compute: a bf16 stream rounds every layer's sum, and the sampler's decode and the
+    # learner's forward round it apart (a 28-layer model's mean |log-prob gap| 2.8x larger:
+    # BENCHMARKS.md "Sampler/learner log-prob gap"). float32 costs the learner 2 bytes more
+    # per token and hidden unit in each layer's saved input (8B, a 16k-token row: +4.5 GiB)
+    config.model.residual_dtype = "float32"
     # activations the learner's backward recomputes instead of keeping: none | full | dots | mlp
     # (asyncwebrl/model/qwen3_vl.py); only training is affected
     config.model.remat = "none"

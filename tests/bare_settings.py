@@ -65,11 +65,11 @@ def model_options(**changes) -> dict:
     matmuls, XLA attention, no remat)."""
     model = bare().model
     return {"dtype": model.compute_dtype or model.dtype, "param_dtype": model.dtype, "remat": model.remat,
-            "attention": model.attention, **changes}
+            "attention": model.attention, "residual_dtype": model.residual_dtype, **changes}
 
 
 def pretrained_options(**changes) -> dict:
     """The bare config's model.* as load_pretrained's keyword arguments."""
     model = bare().model
     return {"dtype": model.dtype, "compute_dtype": model.compute_dtype or model.dtype, "remat": model.remat,
-            "attention": model.attention, **changes}
+            "attention": model.attention, "residual_dtype": model.residual_dtype, **changes}

@@ -10,7 +10,15 @@ jax.lax.scan (`scan_layers`): XLA compiles one layer's body whatever the depth, 
 MaxText's `scan_layers` does; an unrolled 36-layer decoder took ~2 minutes to compile.
 
 Compute: parameters are stored in `param_dtype`; matmuls run in `dtype` (bf16 on
-accelerators); norms, softmax and rotary angles run in float32, as transformers does.
+accelerators); norms, softmax and rotary angles run in float32, as transformers does. The
+residual stream (the embedding plus every layer's output, carried from layer to layer) is
+held in `residual_dtype`, float32 by default, while each layer's matmuls stay in `dtype`.
+Why: in a bf16 stream every layer's sum rounds to bf16, so a layer output that differs in
+its last bit between two ways of computing it (the sampler's one-token decode step, the
+learner's whole-row forward: other matmul shapes, other summation orders) can flip the
+rounding of the stream itself, one bf16 step of the stream's size, and 28 or 36 layers
+compound it; in float32 the sums keep the layer outputs' small differences small
+(benchmarks/logprob_gap.py, BENCHMARKS.md "Sampler/learner log-prob gap").
 """
 
 from __future__ import annotations
@@ -29,10 +37,11 @@ LAYERS = "layers"  # the logical axis of stacked layer parameters: no sharding r
 
 @dataclasses.dataclass(frozen=True)
 class Compute:
-    """How a model computes: config.model's compute_dtype, dtype and attention (Qwen3VL passes them)."""
-    dtype: jnp.dtype        # compute
-    param_dtype: jnp.dtype  # storage
-    attention: str          # "xla" (reference) or "pallas" (GPU kernel: asyncwebrl/model/flash.py)
+    """How a model computes: config.model's compute_dtype, dtype, residual_dtype and attention (Qwen3VL passes them)."""
+    dtype: jnp.dtype           # compute
+    param_dtype: jnp.dtype     # storage
+    residual_dtype: jnp.dtype  # the residual streams between layers (text decoder, vision tower)
+    attention: str             # "xla" (reference) or "pallas" (GPU kernel: asyncwebrl/model/flash.py)
 
 
 class Einsum(nnx.Module):

@@ -33,7 +33,11 @@ REMAT_POLICIES = {
 
 
 class Qwen3VL(nnx.Module):
-    def __init__(self, config: ModelConfig, *, dtype, param_dtype, remat: str, attention: str, rngs: nnx.Rngs):
+    def __init__(self, config: ModelConfig, *, dtype, param_dtype, residual_dtype, remat: str, attention: str,
+                 rngs: nnx.Rngs):
+        """dtype: the matmuls'; param_dtype: storage; residual_dtype: the residual streams
+        between layers (asyncwebrl/model/layers.py says why float32); remat: a key of
+        REMAT_POLICIES; attention: "xla" or "pallas" (config.model's keys)."""
         if remat not in REMAT_POLICIES:
             raise ValueError(f"remat must be one of {sorted(REMAT_POLICIES)}, got {remat!r}")
         if attention not in ATTENTION_IMPLEMENTATIONS:
@@ -41,8 +45,10 @@ class Qwen3VL(nnx.Module):
         self.config = config
         self.remat = remat
         self.attention = attention
-        compute = Compute(dtype=jnp.dtype(dtype), param_dtype=jnp.dtype(param_dtype), attention=attention)
+        compute = Compute(dtype=jnp.dtype(dtype), param_dtype=jnp.dtype(param_dtype),
+                          residual_dtype=jnp.dtype(residual_dtype), attention=attention)
         self.dtype = compute.dtype
+        self.residual_dtype = compute.residual_dtype
         text = config.text
         table = jax.random.normal(rngs.params(), (text.vocab_size, text.hidden_size), jnp.float32) * INIT_STD
         self.embed = nnx.Param(table.astype(compute.param_dtype), axes=("vocab", "embed"))
@@ -116,10 +122,10 @@ class Qwen3VL(nnx.Module):
         return VisionFeatures(tokens=flat(merged), deepstack=tuple(flat(f) for f in deepstack))
 
     def embed_inputs(self, inputs: ModelInputs, features: VisionFeatures | None = None):
-        """Token embeddings with vision tokens placed at the image placeholders, and the
-        DeepStack features as full-length additions [k, B, L, D] (zero off the images; None
-        without images)."""
-        x = self.embed[...][inputs.tokens].astype(self.dtype)
+        """Token embeddings with vision tokens placed at the image placeholders: the residual
+        stream's start, in the residual dtype; and the DeepStack features as full-length
+        additions [k, B, L, D] in the compute dtype (zero off the images; None without images)."""
+        x = self.embed[...][inputs.tokens].astype(self.residual_dtype)
         if features is None:
             if inputs.vision is None:
                 return x, None
@@ -127,10 +133,7 @@ class Qwen3VL(nnx.Module):
         is_vision = (inputs.vision_source >= 0)[..., None]
         source = jnp.maximum(inputs.vision_source, 0)
 
-        def scatter(flat):  # [N, D] -> [B, L, D] at the placeholders
-            return flat[source].astype(self.dtype)
-
-        x = jnp.where(is_vision, scatter(features.tokens), x)
+        x = jnp.where(is_vision, features.tokens[source].astype(x.dtype), x)   # [N, D] -> [B, L, D] at the placeholders
         if not features.deepstack:
             return x, None
         deepstack = jnp.stack(features.deepstack)[:, source].astype(self.dtype)  # [k, N, D] -> [k, B, L, D]

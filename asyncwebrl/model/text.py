@@ -138,9 +138,12 @@ class DecoderLayer(nnx.Module):
         self.down_proj = Einsum("btf,fd->btd", (f, d), ("mlp", "embed"), compute=compute, rngs=rngs)
 
     def __call__(self, x, angles, mask, cache: LayerCache | None = None):
+        """x: the residual stream [B, T, D] in the model's residual dtype (Qwen3VL.embed_inputs
+        sets it), returned in that dtype: the two sublayers' outputs (compute dtype) are added
+        to it there, so a float32 stream does not round each sum to bf16."""
         attended, cache = self.attn(self.input_norm(x), angles, mask, cache)
-        x = x + attended
+        x = x + attended.astype(x.dtype)
         h = self.post_attention_norm(x)
         gate = checkpoint_name(self.gate_proj(h), "mlp_gate")  # names for the "mlp" remat policy
         up = checkpoint_name(self.up_proj(h), "mlp_up")
-        return x + self.down_proj(jax.nn.silu(gate) * up), cache
+        return x + self.down_proj(jax.nn.silu(gate) * up).astype(x.dtype), cache

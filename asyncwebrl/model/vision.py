@@ -34,11 +34,12 @@ class VisionBlock(nnx.Module):
                           rngs=rngs)
 
     def __call__(self, x, angles, valid):
-        """x: [I, P, D]; angles: [I, P, head_dim/2]; valid: [I, P] int32 (1 = a real patch)."""
+        """x: [I, P, D] (the residual stream, kept in its dtype as the text layers keep theirs);
+        angles: [I, P, head_dim/2]; valid: [I, P] int32 (1 = a real patch)."""
         qkv = self.qkv(self.norm1(x))
         q, k, v = rotate(qkv[:, :, 0], angles), rotate(qkv[:, :, 1], angles), qkv[:, :, 2]
-        x = x + self.proj(segment_attention(q, k, v, valid, causal=False, implementation=self.attention))
-        return x + self.fc2(gelu_tanh(self.fc1(self.norm2(x))))
+        x = x + self.proj(segment_attention(q, k, v, valid, causal=False, implementation=self.attention)).astype(x.dtype)
+        return x + self.fc2(gelu_tanh(self.fc1(self.norm2(x)))).astype(x.dtype)
 
 
 class PatchMerger(nnx.Module):
@@ -84,6 +85,7 @@ class VisionTower(nnx.Module):
         self.deepstack_mergers = nnx.List([PatchMerger(cfg, postshuffle_norm=True, compute=compute, rngs=rngs)
                                            for _ in cfg.deepstack_layers])
         self.dtype = compute.dtype
+        self.residual_dtype = compute.residual_dtype
 
     def rotary_angles(self, rope_hw):
         """[I, P, 2] patch (row, col) -> [I, P, head_dim/2]: row angles then column angles."""
@@ -97,7 +99,7 @@ class VisionTower(nnx.Module):
         patches = vision.patches
         if patches.dtype == jnp.uint8:   # still patches from our Processor: normalised here, on the device
             patches = still_patch_pixels(patches, self.cfg)
-        x = self.patch_embed(patches)
+        x = self.patch_embed(patches).astype(self.residual_dtype)
         table = self.pos_embed[...][vision.interp_index].astype(jnp.float32)      # [I, P, 4, D]
         x = x + jnp.einsum("ipkd,ipk->ipd", table, vision.interp_weight).astype(x.dtype)
         angles = self.rotary_angles(vision.rope_hw)

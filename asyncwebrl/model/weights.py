@@ -1,6 +1,6 @@
 """Hugging Face Qwen3-VL checkpoints in and out.
 
-`load_pretrained(path, dtype=..., compute_dtype=..., remat=..., attention=...)` reads
+`load_pretrained(path, dtype=..., compute_dtype=..., residual_dtype=..., remat=..., attention=...)` reads
 config.json and model.safetensors (or a sharded index) through memory maps and places
 every tensor straight onto its target sharding: each device receives only its own slice,
 so no process ever holds a full copy per device.
@@ -205,17 +205,19 @@ def abstract_model(config: ModelConfig, **model_kwargs) -> Qwen3VL:
     return nnx.eval_shape(lambda: Qwen3VL(config, rngs=nnx.Rngs(0), **model_kwargs))
 
 
-def load_pretrained(path, *, dtype, compute_dtype, remat: str, attention: str, mesh=None, rules=None) -> Qwen3VL:
+def load_pretrained(path, *, dtype, compute_dtype, residual_dtype, remat: str, attention: str, mesh=None,
+                    rules=None) -> Qwen3VL:
     """A Qwen3VL with a local Hugging Face checkpoint's weights.
 
-    dtype: parameter storage dtype; compute_dtype: matmul dtype; remat and attention as in
-    Qwen3VL (config.model's keys: runtime/build.py passes them).
+    dtype: parameter storage dtype; compute_dtype: matmul dtype; remat, attention and
+    residual_dtype as in Qwen3VL (config.model's keys: runtime/build.py passes them).
     mesh + rules (asyncwebrl.parallel): each parameter is built shard by shard on its
     NamedSharding; without a mesh everything goes to the default device."""
     from asyncwebrl.parallel import param_shardings  # the model package stays importable without a mesh
 
     config = read_config(path)
-    model = abstract_model(config, dtype=compute_dtype, param_dtype=dtype, remat=remat, attention=attention)
+    model = abstract_model(config, dtype=compute_dtype, param_dtype=dtype, remat=remat, attention=attention,
+                           residual_dtype=residual_dtype)
     graphdef, state = nnx.split(model)
     if mesh is not None:
         shardings = nnx.to_flat_state(param_shardings(state, mesh, rules))

@@ -27,7 +27,8 @@ def build_model(config) -> tuple[nnx.Module, Processor]:
     compute_dtype = jnp.dtype(config.model.compute_dtype or config.model.dtype)
     if config.model.path:
         model = load_pretrained(config.model.path, dtype=dtype, compute_dtype=compute_dtype,
-                                attention=config.model.attention, remat=config.model.remat)
+                                attention=config.model.attention, remat=config.model.remat,
+                                residual_dtype=config.model.residual_dtype)
         processor = Processor.from_pretrained(config.model.path)
         processor.check_normalisation(model.config.vision)
         return model, processor
@@ -37,7 +38,7 @@ def build_model(config) -> tuple[nnx.Module, Processor]:
         processor = Processor.from_pretrained(config.model.tokenizer)
         model_config = with_vocabulary(model_config, len(processor.tokenizer))
     model = Qwen3VL(model_config, dtype=compute_dtype, param_dtype=dtype, attention=config.model.attention,
-                    remat=config.model.remat, rngs=nnx.Rngs(config.seed))
+                    remat=config.model.remat, residual_dtype=config.model.residual_dtype, rngs=nnx.Rngs(config.seed))
     return model, processor
 
 
