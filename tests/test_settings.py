@@ -72,7 +72,8 @@ OWNED_SECTIONS = ("loss", "optimizer", "learner", "judge", "browser")
 
 # A changed value for keys whose values are checked against a list of choices
 CHOICES = {"agent.interaction": "coordinates", "agent.observation": "text", "loss.kind": "raft",
-           "loss.normalizer": "traj", "browser.driver": "http"}
+           "loss.normalizer": "traj", "browser.driver": "http", "optimizer.moment_dtype": "bfloat16",
+           "sampler.param_dtype": "bfloat16"}
 
 
 class Reading:
