@@ -98,7 +98,7 @@ def learner_compile_times(model, args) -> dict:
 def sampler_compile_times(model, args) -> dict:
     settings = EngineSettings(slots=args.slots, capacity=args.capacity, prompt_buckets=(args.bucket,),
                               max_images=0, patches_per_image=0, prefill_rows=1, prefill_cache=0,
-                              decode_steps=args.decode_steps, seed=0,
+                              decode_steps=args.decode_steps, param_dtype="", seed=0,
                               sampling=SamplingSettings(temperature=1.0, top_p=1.0), stop_token_ids=(0,))
     engine = Engine(model, settings)
     slots = np.zeros(args.slots, np.int32)

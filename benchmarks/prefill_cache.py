@@ -33,7 +33,7 @@ from asyncwebrl.sampler import Engine, EngineSettings, Request, SamplingSettings
 
 def run(model, requests, cache: int, slots: int) -> dict:
     settings = EngineSettings(slots=slots, capacity=1024, prompt_buckets=(512, 1024), max_images=0,
-                              patches_per_image=0, prefill_rows=1, prefill_cache=cache, decode_steps=8, seed=0,
+                              patches_per_image=0, prefill_rows=1, prefill_cache=cache, decode_steps=8, param_dtype="", seed=0,
                               sampling=SamplingSettings(temperature=1.0, top_p=1.0), stop_token_ids=())
     engine = Engine(model, settings)
     engine.warm_up()

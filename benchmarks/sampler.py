@@ -113,7 +113,7 @@ def make_engine(model, slots: int, capacity: int, buckets: tuple[int, ...], patc
                 prefill_rows: int = 1, decode_steps: int = 1, blocks: bool = True) -> Engine:
     settings = EngineSettings(slots=slots, capacity=capacity, prompt_buckets=buckets, max_images=images,
                               patches_per_image=patches, prefill_rows=prefill_rows, prefill_cache=0,
-                              decode_steps=decode_steps, seed=0,
+                              decode_steps=decode_steps, param_dtype="", seed=0,
                               sampling=SamplingSettings(temperature=1.0, top_p=1.0), stop_token_ids=())
     engine = Engine(model, settings)
     if not blocks:   # every call decodes all slots, as before the blocks (set before warm_up compiles them)

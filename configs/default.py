@@ -120,6 +120,9 @@ def bare() -> config_dict.ConfigDict:
     # host round trip (a few ms on a GPU, launch-bound for small models), paid once per 8 tokens
     # here. A publish waits for the call's end (at most this many steps); 1 = one step per call.
     config.sampler.decode_steps = 8
+    # The sampler's copy of the weights: "" = model.dtype; "bfloat16" under float32 learner
+    # master weights (configs/instruct.py) halves it and the bytes every decode step reads
+    config.sampler.param_dtype = ""
     config.sampler.max_images = 2  # screenshots per prompt (history 1 -> 2)
     config.sampler.patches_per_image = 256  # embedded processor: at most 256x256 px = 256 patches
     # An "action" response: a click is 5-6 tokens (the tool call's fixed pieces are single tokens,
@@ -273,6 +276,12 @@ def bare() -> config_dict.ConfigDict:
     config.optimizer.max_grad_norm = 1.0
     config.optimizer.warmup_steps = 0
     config.optimizer.final_lr_fraction = 0.1
+    # Adam's first moment (the second follows the parameters' dtype, model.dtype). float32
+    # with float32 parameters is the sound recipe at small learning rates: 5e-6 steps on
+    # weights of ~1e-2 fall below bfloat16's resolution (8 bits of mantissa), so bfloat16
+    # parameters and moments (configs/instruct.py:one_gpu, to fit an 8B learner beside its
+    # sampler on one GPU) lose updates
+    config.optimizer.moment_dtype = "float32"
 
     # Devices (docs/architecture.md#devices-and-sharding), per host: the first `count`
     # (-1 = all); of those the first `sampler` serve this host's sampler and the rest the

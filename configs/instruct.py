@@ -6,6 +6,9 @@ WebGym tasks, coordinates mode, asynchronous GRPO with decoupled importance samp
         --config.tasks.path=/data/webgym/train.jsonl --config.tasks.test_path=/data/webgym/test_ood.jsonl \\
         --config.judge.base_url=http://judge:8000/v1 --config.judge.model=JUDGE --config.judge.api_key_env=JUDGE_KEY
 
+On one GPU (sampler and learner sharing it): `--config=configs/instruct.py:one_gpu`, the
+bf16 weights and moments recipe that fits it (and loses updates below bf16's resolution).
+
 Ablations are config arguments, e.g. --config.loss.normalizer=traj, --config.loss.decoupled=False,
 --config.loss.kind=raft, --config.agent.memory=compressive,
 --config.agent.train_step_limits=(20,40,60).
@@ -18,11 +21,30 @@ asyncwebrl/model/kernel_mesh.py); measured on one GPU only so far.
 from configs import default
 
 
-def get_config():
+def get_config(variant: str = ""):
+    """variant "" (a host of several GPUs: float32 master weights and moments, bf16
+    compute) or "one_gpu" (`--config=configs/instruct.py:one_gpu`: bf16 weights and moments)."""
+    if variant not in ("", "one_gpu"):
+        raise ValueError(f"configs/instruct.py: unknown variant {variant!r}; use no variant or 'one_gpu'")
     config = default.bare()
     config.model.preset = "8b"
     config.model.path = ""                      # a Hugging Face Qwen3-VL-8B-Instruct directory
-    config.model.dtype = "bfloat16"
+    # The learner keeps float32 master weights and float32 Adam moments, sharded over its
+    # devices (mesh.fsdp = all of them), and computes in bf16; the sampler decodes from a
+    # bf16 copy. 8B: 32 GB of weights + 64 GB of moments + 32 GB of gradients, over the
+    # learner's devices: 7 H200s hold ~18 GB each of it
+    config.model.dtype = "float32"
+    config.model.compute_dtype = "bfloat16"
+    config.optimizer.moment_dtype = "float32"
+    config.sampler.param_dtype = "bfloat16"
+    if variant == "one_gpu":
+        # One GPU for sampler and learner: bf16 weights and first moments are what fits an
+        # 8B learner beside its sampler (BENCHMARKS.md, learner), and are unsound at the
+        # paper's learning rate: a 5e-6 step is below bf16's resolution on most weights
+        config.model.dtype = "bfloat16"
+        config.model.compute_dtype = ""
+        config.optimizer.moment_dtype = "bfloat16"
+        config.sampler.param_dtype = ""
     config.model.attention = "pallas"
     config.model.remat = "full"                 # 16k-token rows of an 8B model (BENCHMARKS.md, learner)
 

@@ -505,6 +505,43 @@ def test_sharded_update_equals_single_device():
         np.testing.assert_allclose(x, y, atol=5e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("moment_dtype", ["float32", "bfloat16"])
+def test_float32_master_weights_and_moments_shard_over_fsdp_and_the_sampler_takes_a_bf16_copy(moment_dtype):
+    """configs/instruct.py's recipe on fsdp=8: the learner keeps float32 weights and Adam
+    moments (the first in optimizer.moment_dtype), each device one eighth of a weight
+    matrix's, computes in bf16; the sampler's copy (sampler.param_dtype) is bf16, and every
+    published version is cast to it."""
+    from asyncwebrl.sampler import Engine
+    from bare_settings import engine_settings
+
+    model = tiny_model(dtype=jnp.bfloat16, param_dtype=jnp.float32)
+    learner = Learner(model, settings(optimizer=optimizer_settings(learning_rate=1e-3, moment_dtype=moment_dtype)),
+                      mesh=make_mesh({"data": 1, "fsdp": 8, "tensor": 1}))
+    assert np.isfinite(learner.update(make_rows(8, seed=3))["loss"])
+    moments = {jax.tree_util.keystr(path): leaf for path, leaf in
+               jax.tree_util.tree_flatten_with_path(learner.state.opt_state)[0] if "gate_proj" in jax.tree_util.keystr(path)}
+    first = next(leaf for path, leaf in moments.items() if ".mu" in path)
+    second = next(leaf for path, leaf in moments.items() if ".nu" in path)
+    assert first.dtype == jnp.dtype(moment_dtype) and second.dtype == jnp.float32
+    for leaf in (learner.params["layers"]["gate_proj"]["kernel"][...], first, second):
+        assert leaf.sharding.shard_shape(leaf.shape) != leaf.shape and len(leaf.sharding.device_set) == 8
+    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(learner.params))
+
+    engine = Engine(learner.model(), engine_settings(0.0, param_dtype="bfloat16"))
+    floating = lambda leaves: [leaf for leaf in leaves if jnp.issubdtype(leaf.dtype, jnp.floating)]  # noqa: E731
+    assert {leaf.dtype for leaf in floating(engine._params)} == {jnp.dtype(jnp.bfloat16)}
+    engine.publish(learner.params, learner.version)
+    published, version = engine._pending_params
+    assert version == 1 and {leaf.dtype for leaf in floating(published)} == {jnp.dtype(jnp.bfloat16)}
+    expected = floating(jax.tree.leaves(learner.params))
+    np.testing.assert_array_equal(np.asarray(floating(published)[0], np.float32),
+                                  np.asarray(jnp.asarray(expected[0]).astype(jnp.bfloat16), np.float32))
+    with pytest.raises(ValueError, match="sampler.param_dtype"):
+        engine_settings(0.0, param_dtype="float8")
+    with pytest.raises(ValueError, match="optimizer.moment_dtype"):
+        optimizer_settings(moment_dtype="float64")
+
+
 def test_pallas_update_on_a_2x2x2_mesh_equals_the_xla_update():
     """data=2 x fsdp=2 x tensor=2 on 8 fake CPU devices: the flash kernel (its interpreter),
     each device on its rows and heads, in the text and the vision tower, trains as XLA

@@ -13,6 +13,7 @@ config section it comes from has no default either."""
 import dataclasses
 import importlib
 import inspect
+import pathlib
 import pkgutil
 
 import pytest
@@ -72,7 +73,8 @@ OWNED_SECTIONS = ("loss", "optimizer", "learner", "judge", "browser")
 
 # A changed value for keys whose values are checked against a list of choices
 CHOICES = {"agent.interaction": "coordinates", "agent.observation": "text", "loss.kind": "raft",
-           "loss.normalizer": "traj", "browser.driver": "http"}
+           "loss.normalizer": "traj", "browser.driver": "http", "optimizer.moment_dtype": "bfloat16",
+           "sampler.param_dtype": "bfloat16"}
 
 
 class Reading:
@@ -212,3 +214,25 @@ def test_a_parameter_a_config_key_sets_has_no_default(taken, section, renamed):
     defaulted = [p.name for p in from_config if p.default is not inspect.Parameter.empty]
     assert not defaulted, (f"{taken.__qualname__}: parameters config.{section or '(top)'} sets carry defaults: "
                            f"{defaulted}")
+
+
+SHIPPED = [("default", ""), ("default", "bare"), ("instruct", ""), ("instruct", "one_gpu"), ("thinking", ""),
+           ("miniwob", ""), ("warm_start", "")]
+
+
+@pytest.mark.parametrize("name, variant", SHIPPED, ids=[f"{n}:{v}" if v else n for n, v in SHIPPED])
+def test_every_shipped_config_passes_the_checks_its_settings_make(name, variant):
+    """Each configs/*.py (and variant) passes validate_config and builds every settings
+    class (their own checks: e.g. the dtypes of configs/instruct.py's recipes)."""
+    from asyncwebrl.runtime.validate import validate_config
+
+    module = importlib.import_module(f"configs.{name}")
+    config = module.get_config(variant) if variant else module.get_config()
+    validate_config(config)
+    for build, _ in BUILDS.values():
+        build(config)
+
+
+def test_every_config_file_is_in_the_shipped_list():
+    configs = pathlib.Path(__file__).resolve().parents[1] / "configs"
+    assert {path.stem for path in configs.glob("*.py")} - {"__init__"} == {name for name, _ in SHIPPED}

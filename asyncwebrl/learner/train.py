@@ -46,8 +46,12 @@ class OptimizerSettings:
     warmup_steps: int
     total_steps: int                  # cosine horizon in optimiser steps
     final_lr_fraction: float
+    moment_dtype: str                 # Adam's first moment; "bfloat16" halves its memory (the one-GPU 8B recipe)
     eps: float = 1e-8
-    moment_dtype: str = "float32"     # "bfloat16" halves the first moment's memory
+
+    def __post_init__(self):
+        if self.moment_dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"optimizer.moment_dtype must be 'float32' or 'bfloat16', got {self.moment_dtype!r}")
 
     @classmethod
     def from_config(cls, config) -> OptimizerSettings:
@@ -56,7 +60,7 @@ class OptimizerSettings:
         return cls(learning_rate=o.learning_rate, weight_decay=o.weight_decay, b1=o.b1, b2=o.b2,
                    max_grad_norm=o.max_grad_norm, warmup_steps=o.warmup_steps,
                    total_steps=max(config.train.max_updates * learner.epochs * learner.minibatches, 1),
-                   final_lr_fraction=o.final_lr_fraction)
+                   final_lr_fraction=o.final_lr_fraction, moment_dtype=o.moment_dtype)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -64,6 +64,9 @@ class EngineFailure(Exception):
     a refusal of one request (that is a ValueError from submit) nor a stop."""
 
 
+PARAM_DTYPES = ("", "float32", "bfloat16")   # "": the model's own
+
+
 @dataclasses.dataclass(frozen=True)
 class EngineSettings:
     """The fields without a default are config keys or from_config's arguments
@@ -86,6 +89,9 @@ class EngineSettings:
     # Decode steps per jitted call, run on device while the host has nothing to do in between
     # (no publish pending); each call costs a host round trip. 1 = one step per round trip.
     decode_steps: int
+    # The dtype of the sampler's copy of the weights ("" = the model's): bfloat16 under a
+    # learner's float32 master weights halves the copy and the bytes each decode step reads
+    param_dtype: str
     seed: int
     sampling: SamplingSettings
     stop_token_ids: tuple[int, ...]                  # e.g. <|im_end|>
@@ -94,6 +100,8 @@ class EngineSettings:
     def __post_init__(self):
         if self.decode_steps < 1:
             raise ValueError(f"sampler.decode_steps must be >= 1, got {self.decode_steps}")
+        if self.param_dtype not in PARAM_DTYPES:
+            raise ValueError(f"sampler.param_dtype must be one of {PARAM_DTYPES}, got {self.param_dtype!r}")
 
     @classmethod
     def from_config(cls, config, *, temperature: float, top_p: float, stop_token_ids: tuple[int, ...]) -> EngineSettings:
@@ -102,7 +110,8 @@ class EngineSettings:
         s = config.sampler
         return cls(slots=s.slots, capacity=s.capacity, prompt_buckets=tuple(s.prompt_buckets), max_images=s.max_images,
                    patches_per_image=s.patches_per_image, prefill_rows=s.prefill_rows,
-                   prefill_cache=s.prefill_cache, decode_steps=s.decode_steps, seed=config.seed,
+                   prefill_cache=s.prefill_cache, decode_steps=s.decode_steps, param_dtype=s.param_dtype,
+                   seed=config.seed,
                    sampling=SamplingSettings(temperature=temperature, top_p=top_p), stop_token_ids=tuple(stop_token_ids))
 
 
@@ -153,6 +162,9 @@ class Engine:
         # jitted calls take the parameters as a flat list: flattening an nnx.State in
         # Python on every decode step cost milliseconds of host time for a 2B model
         self._params_def = jax.tree.structure(params)
+        # the copy's dtypes: every later version is cast to them as it is published
+        self._dtypes = [jnp.dtype(settings.param_dtype) if settings.param_dtype and jnp.issubdtype(leaf.dtype, jnp.floating)
+                        else leaf.dtype for leaf in jax.tree.leaves(params)]
         self._params = self._private_copy(params)
         self._version = version
         # A padded prompt chunk must be written whole, never clamped at the end of a row: a
@@ -239,7 +251,7 @@ class Engine:
     def publish(self, params, version: int) -> None:
         """New weights for the next iteration; resharded (and cast to the engine's dtypes)
         here, on the caller's thread."""
-        placed = [new.astype(old.dtype) for new, old in zip(self._private_copy(params), self._params)]
+        placed = self._private_copy(params)
         with self._lock:
             self._pending_params = (placed, int(version))
             self._lock.notify()
@@ -251,7 +263,11 @@ class Engine:
         if jax.tree.structure(params) != self._params_def:
             raise ValueError("published parameters do not have the engine model's structure")
         params = distributed.addressable_copy(params)
-        return jax.tree.leaves(jax.device_put(params, self._param_shardings, may_alias=False))
+        # cast where the weights are, before they move: a float32 master copy never lands whole
+        # on the sampler's devices
+        cast = [leaf.astype(dtype) for leaf, dtype in zip(jax.tree.leaves(params), self._dtypes)]
+        return jax.tree.leaves(jax.device_put(jax.tree.unflatten(self._params_def, cast), self._param_shardings,
+                                              may_alias=False))
 
     def _model(self, leaves) -> nnx.Module:
         return nnx.merge(self.graphdef, jax.tree.unflatten(self._params_def, leaves))

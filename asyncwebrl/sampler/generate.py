@@ -40,7 +40,7 @@ def generate(model, requests: list[dict], *, max_new_tokens: int, temperature: f
         prompt_buckets=(64, 256, 1024),
         max_images=max(len(r.images) for r in batch),
         patches_per_image=_round_up(max(patches, merge), merge),
-        prefill_rows=1, prefill_cache=0, decode_steps=decode_steps, seed=seed,
+        prefill_rows=1, prefill_cache=0, decode_steps=decode_steps, param_dtype="", seed=seed,
         sampling=SamplingSettings(temperature=temperature, top_p=1.0),
         stop_token_ids=tuple(stop_token_ids))
     with Engine(model, settings) as engine:
