@@ -106,6 +106,23 @@ OUTCOMES = ("answered", "finished", "limit", "crashed", "blocked")
 SCORED_OUTCOMES = ("answered", "finished", "limit")
 
 
+# What RL trains on (rl.reward), episode -> a number, None where unknown (the episode then
+# leaves its group): success, the judge's binary reward (the paper's); facts, the judge's
+# partial credit, the share of the task's facts the episode got right (0 for an answer that
+# breaks the judge's rules), which tells apart episodes that fail alike. Reported success
+# is always the binary reward.
+TRAINED_REWARDS = {
+    "success": lambda trajectory: trajectory.reward,
+    "facts": lambda trajectory: trajectory.credit if trajectory.reward is not None else None,
+}
+
+
+def trained_reward(trajectory: Trajectory, kind: str) -> float | None:
+    if kind not in TRAINED_REWARDS:
+        raise ValueError(f"rl.reward must be one of {tuple(TRAINED_REWARDS)}, got {kind!r}")
+    return TRAINED_REWARDS[kind](trajectory)
+
+
 @dataclasses.dataclass(eq=False)   # identity, as its steps
 class Trajectory:
     task: Task
@@ -114,6 +131,7 @@ class Trajectory:
     reward: float | None  # None = unknown (judge failed): the episode is dropped, never scored 0
     answer: str = ""
     fact_results: list[bool] = dataclasses.field(default_factory=list)
+    credit: float | None = None  # the judge's partial credit (share of facts right); None = unknown
     judge_note: str = ""
     episode_id: str = ""
     group_id: str = ""
@@ -138,6 +156,7 @@ class Trajectory:
             "reward": self.reward,
             "answer": self.answer,
             "fact_results": self.fact_results,
+            "credit": self.credit,
             "judge_note": self.judge_note,
             "steps": len(self.steps),
             "difficulty": self.task.difficulty,

@@ -213,9 +213,10 @@ DYNAMICS = {
     "behave_cap_ratio": "behaviour weight capped", "staleness_mean": "staleness",
     "memory_generic_key_share": "generic Memory keys", "memory_key_persistence": "Memory key persistence",
     "memory_adjacent_unchanged": "Memory unchanged between steps", "memory_keys_per_step": "Memory keys / step",
+    "credit_mean": "facts right (trained episodes)",
 }
 # The settings the paper's comparisons turn on: report.json gives each arm's value (arm_settings)
-SETTINGS = ("loss.kind", "loss.normalizer", "loss.decoupled", "rl.eta", "agent.train_step_limits")
+SETTINGS = ("loss.kind", "loss.normalizer", "loss.decoupled", "rl.eta", "agent.train_step_limits", "rl.reward")
 
 
 def _run_mean(records: list[dict], key: str) -> float | None:

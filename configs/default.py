@@ -255,6 +255,10 @@ def bare() -> config_dict.ConfigDict:
     # Which task a new group runs: uniform (over levels, then tasks) | learnable (over levels,
     # then templates by the chance that a group of them has mixed outcomes: asyncwebrl/runtime/groups.py)
     config.rl.task_sampling = "uniform"
+    # What the advantages are made of: success (the judge's binary reward, the paper's) | facts
+    # (the share of the task's facts the episode got right, 0 for an answer breaking the judge's
+    # rules: episodes failing alike differ; GRPO only). Reported success stays the binary reward
+    config.rl.reward = "success"
     config.rl.temperature = 1.0  # sampling temperature in training (the learner's log-probs use it too)
     config.rl.relaunch_browsers_each_round = False  # the WebGym-style synchronous baseline
 

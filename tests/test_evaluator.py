@@ -134,3 +134,51 @@ def test_values_named_by_the_instruction_may_be_repeated():
     task.task_name = 'In which room is the event "Pottery Workshop"?'
     assert judge(task, "Pottery Workshop: Main Hall", {}, rooms).reward == 1.0
     assert judge(task, "Main Hall or the Workshop", {}, rooms).reward == 0.0
+
+
+def test_partial_credit_is_the_share_of_facts_and_nothing_for_a_broken_rule():
+    """rl.reward=facts trains on Judgement.credit: half the facts right is 0.5 (reward 0),
+    all of them 1 (reward 1), and an answer that stuffs candidates earns 0 however many of
+    its facts are right."""
+    assert judge(PRICE_CODE, "Price $1,299.00, code LP-4812", {}).credit == 0.5
+    assert judge(PRICE_CODE, "Price $1,289.00, code LP-4812", {}).credit == 0.0
+    full = judge(PRICE_CODE, "Price $1,299.00, code LP-4821", {})
+    assert (full.reward, full.credit) == (1.0, 1.0)
+    stuffed = judge(PRICE_CODE, "Price $1,299.00 or $999.00, code LP-4821", {})
+    assert stuffed.fact_results == [True, True] and (stuffed.reward, stuffed.credit) == (0.0, 0.0)
+    assert judge(make_task(["LP-4821"], [("code",)]), "LP-4821 " + "blah " * 100, {}).credit == 0.0
+
+
+def test_a_judge_without_partial_credit_gets_the_share_of_its_fact_results():
+    from asyncwebrl.web.evaluator import Judgement
+
+    assert Judgement(0.0, [True, False, False, False]).credit == 0.25
+    assert Judgement(1.0, []).credit == 1.0 and Judgement(None, []).credit is None
+    with pytest.raises(ValueError, match="full credit is success"):
+        Judgement(0.0, [True], credit=1.0)
+
+
+def test_the_pool_keeps_the_judges_credit_and_none_where_the_reward_is_unknown():
+    import asyncio
+
+    from asyncwebrl.records import Trajectory
+    from asyncwebrl.rollout.pool import judge_trajectory
+    from asyncwebrl.web.evaluator import Judgement
+
+    class Environment:
+        def __init__(self, outcome):
+            self.outcome = outcome
+
+        async def judge(self, task, answer, episode_id, keys):
+            if isinstance(self.outcome, Exception):
+                raise self.outcome
+            return self.outcome
+
+    def judged(outcome):
+        trajectory = Trajectory(task=PRICE_CODE, steps=[], outcome="answered", reward=None, answer="a")
+        asyncio.run(judge_trajectory(Environment(outcome), trajectory))
+        return trajectory.reward, trajectory.credit
+
+    assert judged(Judgement(0.0, [True, False])) == (0.0, 0.5)
+    assert judged(Judgement(None, [], "anti-bot", blocked=True)) == (None, None)
+    assert judged(RuntimeError("judge down")) == (None, None)

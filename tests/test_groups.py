@@ -16,11 +16,11 @@ TASKS = [Task(task_id=f"t{i}", task_name="x", website="http://a/", difficulty=d)
          enumerate([1, 2, 3, 3, 5, 6, 8])]
 
 
-def finished(group, member, reward, version=0, outcome="answered"):
+def finished(group, member, reward, version=0, outcome="answered", credit=None):
     # token fields as the sampler makes them: numpy arrays (whose == is elementwise)
     steps = [Step(index=0, url="u", response="r", action={}, screenshot_key=f"{group.group_id}/{member}",
                   response_ids=np.array([1, 2], np.int32), versions=np.array([version, version], np.int32))]
-    return Trajectory(task=group.task, steps=steps, outcome=outcome, reward=reward,
+    return Trajectory(task=group.task, steps=steps, outcome=outcome, reward=reward, credit=credit,
                       episode_id=f"{group.group_id}-{member}", group_id=group.group_id)
 
 
@@ -300,3 +300,24 @@ def test_a_group_of_text_only_episodes_with_a_crashed_member_completes():
                               episode_id=f"{group.group_id}-{member}", group_id=group.group_id))
     [ready] = buffer.take(1, timeout=1.0)
     assert [t.reward for t in ready.members] == [1.0, 0.0]
+
+
+def test_with_partial_credit_a_group_failing_alike_is_informative_by_its_facts():
+    """rl.reward=facts: two failures with 1 of 2 and 0 of 2 facts right are a group with a
+    signal (kept, advantages of opposite signs); under success they are uniform (dropped).
+    Equal credit is uniform under both."""
+    from asyncwebrl.runtime.rows import episode_advantages
+
+    for reward, kept in (("success", 0), ("facts", 1)):
+        buffer = make_buffer([], reward=reward)
+        group = buffer.admit()
+        buffer.add(finished(group, 0, 0.0, credit=0.5))
+        buffer.add(finished(group, 1, 0.0, credit=0.0))
+        other = buffer.admit()
+        buffer.add(finished(other, 0, 0.0, credit=0.5))
+        buffer.add(finished(other, 1, 0.0, credit=0.5))
+        assert (len(buffer.ready), buffer.counts.dropped_uniform) == (kept, 2 - kept), reward
+    members = buffer.ready[0].members
+    advantages = episode_advantages(members, kind="grpo", normalizer="const", k=10.0, reward="facts")
+    assert advantages[0] > 0 > advantages[1]
+    assert np.all(episode_advantages(members, kind="grpo", normalizer="const", k=10.0) == 0)

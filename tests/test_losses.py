@@ -142,6 +142,19 @@ def test_validate_config_refuses_a_kind_not_in_the_registry(kind):
         validate_config(config)
 
 
+def test_validate_config_refuses_an_unknown_reward_and_partial_credit_for_raft():
+    from asyncwebrl.runtime.validate import validate_config
+    config = bare()
+    config.rl.reward = "dense"
+    with pytest.raises(ValueError, match=r"rl\.reward must be one of \('success', 'facts'\), got 'dense'"):
+        validate_config(config)
+    config.rl.reward, config.loss.kind = "facts", "raft"
+    with pytest.raises(ValueError, match=r"rl\.reward='facts' needs a group-relative loss"):
+        validate_config(config)
+    config.loss.kind = "grpo"
+    validate_config(config)
+
+
 @pytest.mark.parametrize("normalizer, expected", [
     ("traj", lambda a_fail, a_succ: (abs(a_fail) / 13) / (a_succ / 5)),
     ("const", lambda a_fail, a_succ: abs(a_fail) / a_succ),

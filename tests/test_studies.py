@@ -124,7 +124,7 @@ def fake_run(out, arm, seed, loss=None, memory_share=None, wall=(10.0, 30.0), su
     os.makedirs(directory)
     if loss is not None:
         config = {"seed": seed, "loss": {"kind": "grpo", "normalizer": "const", "decoupled": True, **loss},
-                  "rl": {"eta": 2}, "agent": {"train_step_limits": [6, 10, 14]}}
+                  "rl": {"eta": 2, "reward": "success"}, "agent": {"train_step_limits": [6, 10, 14]}}
         json.dump(config, open(os.path.join(directory, "config.json"), "w"))
     with open(os.path.join(directory, "metrics.jsonl"), "w") as f:
         for update, seconds in enumerate(wall, start=1):
@@ -149,7 +149,7 @@ def test_a_study_without_its_file_is_read_from_its_runs_and_arms_that_differ_in_
     # an arm's keys: where its config differs from the others' (the seed is no arm's key)
     assert arms["traj"]["keys"] == {"loss.decoupled": True, "loss.normalizer": "traj"}
     assert arms["coupled"]["settings"] == {"loss.kind": "grpo", "loss.normalizer": "const", "loss.decoupled": False,
-                                           "rl.eta": 2, "agent.train_step_limits": [6, 10, 14]}
+                                           "rl.eta": 2, "agent.train_step_limits": [6, 10, 14], "rl.reward": "success"}
     assert arms["const"]["dynamics"]["memory_generic_key_share"] == pytest.approx(0.2)
     assert arms["traj"]["dynamics"]["memory_generic_key_share"] is None          # no data: null, not 0
     assert arms["const"]["dynamics"]["clip_ratio"] == pytest.approx(0.015)

@@ -137,7 +137,7 @@ def episode_record(trajectory: Trajectory) -> dict:
     """A trajectory as memory_drift_metrics reads it (also a line of W/episodes.jsonl)."""
     return {
         "task": trajectory.task.task_name, "task_id": trajectory.task.task_id, "success": trajectory.success,
-        "outcome": trajectory.outcome, "level": trajectory.task.level,
+        "credit": trajectory.credit, "outcome": trajectory.outcome, "level": trajectory.task.level,
         "memories": [parse_response(step.response).memory for step in trajectory.steps],
         "response_tokens": [len(step.response_ids) for step in trajectory.steps],
     }

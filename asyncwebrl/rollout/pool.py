@@ -46,13 +46,13 @@ async def judge_trajectory(environment, trajectory: Trajectory) -> None:
                                             trajectory.screenshot_keys())
     except Exception as error:   # one judge call's failure is this episode's unknown reward, not the run's end
         logging.warning("judging task %s failed: %s: %s", trajectory.task.task_id, type(error).__name__, error)
-        trajectory.reward, trajectory.fact_results = None, []
+        trajectory.reward, trajectory.fact_results, trajectory.credit = None, [], None
         trajectory.judge_note = f"judge failed: {type(error).__name__}: {str(error)[:200]}"
         return
-    trajectory.reward, trajectory.fact_results, trajectory.judge_note = (
-        judgement.reward, judgement.fact_results, judgement.note)
+    trajectory.reward, trajectory.fact_results, trajectory.credit, trajectory.judge_note = (
+        judgement.reward, judgement.fact_results, judgement.credit, judgement.note)
     if judgement.blocked:   # an anti-bot page: counted apart, never scored
-        trajectory.outcome, trajectory.reward = "blocked", None
+        trajectory.outcome, trajectory.reward, trajectory.credit = "blocked", None, None
 
 
 def browser_suspect(trajectory: Trajectory) -> bool:

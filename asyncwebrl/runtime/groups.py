@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from asyncwebrl.records import LEVELS, Task, Trajectory
+from asyncwebrl.records import LEVELS, Task, Trajectory, trained_reward
 
 
 class TaskSampler:
@@ -140,9 +140,9 @@ class Group:
     size: int
     members: list[Trajectory] = dataclasses.field(default_factory=list)
 
-    @property
-    def rewards(self) -> list[float]:
-        return [t.reward for t in self.members]
+    def rewards(self, kind: str = "success") -> list[float]:
+        """Its members' trained rewards (rl.reward: records.TRAINED_REWARDS)."""
+        return [trained_reward(t, kind) for t in self.members]
 
     def min_version(self) -> int:
         """The oldest weights that wrote any of its tokens (-1 when no tokens carry one)."""
@@ -179,7 +179,7 @@ class GroupBuffer:
 
     def __init__(self, *, group_size: int, groups_per_batch: int, eta: int, max_running: int, dynamic_sampling: bool,
                  pacing: bool, sampler: TaskSampler, release=lambda keys: None, version: int = 0,
-                 counts: GroupCounts | None = None):
+                 counts: GroupCounts | None = None, reward: str = "success"):
         if group_size < 2:
             raise ValueError("a group needs at least 2 episodes (the advantage is relative to the group)")
         if groups_per_batch < 1 or eta < 0 or max_running < 1:
@@ -188,6 +188,7 @@ class GroupBuffer:
         self.sampler = sampler
         self.release = release
         self.dynamic_sampling = dynamic_sampling
+        self.reward = reward   # what "all equal" compares (rl.reward)
         self.pacing = pacing
         self.max_lead = (eta + 1) * groups_per_batch
         self.lead = self.max_lead   # groups in flight allowed by pacing (running + waiting)
@@ -244,14 +245,15 @@ class GroupBuffer:
         # crashed and unknown-reward episodes leave the group; it stays if 2 remain
         scored, leaving = [], []
         for t in group.members:
-            (scored if t.reward is not None and t.outcome != "crashed" else leaving).append(t)
+            known = t.reward is not None and trained_reward(t, self.reward) is not None
+            (scored if known and t.outcome != "crashed" else leaving).append(t)
         self.release([k for t in leaving for k in t.screenshot_keys()])
         group.members = scored
         self.sampler.observe(group.task, [t.success for t in scored])
         if len(scored) < 2:
             self.counts.dropped_too_few += 1
             self.release(group.screenshot_keys())
-        elif self.dynamic_sampling and np.std(group.rewards) == 0:
+        elif self.dynamic_sampling and np.std(group.rewards(self.reward)) == 0:
             self.counts.dropped_uniform += 1
             self.release(group.screenshot_keys())
         else:

@@ -55,6 +55,7 @@ class RLSettings:
     kind: str                          # grpo | raft
     normalizer: str                    # const (1/k) | traj (1/|tau|)
     k: float
+    reward: str                        # what the advantages are made of (records.TRAINED_REWARDS)
     relaunch_browsers_each_round: bool   # the WebGym-style synchronous baseline
     wait_report_s: float = 60.0        # log what the learner waits for, at most this often
 
@@ -62,7 +63,7 @@ class RLSettings:
     def from_config(cls, config) -> RLSettings:
         loss = config.loss
         return cls(max_updates=config.train.max_updates, kind=loss.kind, normalizer=loss.normalizer, k=loss.k,
-                   relaunch_browsers_each_round=config.rl.relaunch_browsers_each_round)
+                   reward=config.rl.reward, relaunch_browsers_each_round=config.rl.relaunch_browsers_each_round)
 
 
 @dataclasses.dataclass
@@ -207,7 +208,7 @@ class Orchestrator:
         be turned into rows one at a time)."""
         trajectories = [t for g in groups for t in g.members]
         s = self.settings
-        advantages = episode_advantages(trajectories, kind=s.kind, normalizer=s.normalizer, k=s.k)
+        advantages = episode_advantages(trajectories, kind=s.kind, normalizer=s.normalizer, k=s.k, reward=s.reward)
         return step_rows(trajectories, advantages, self.store, self.processor)
 
     def _update(self, update: int, batch: Batch) -> None:

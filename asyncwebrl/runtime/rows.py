@@ -15,17 +15,18 @@ import numpy as np
 from asyncwebrl.learner.choices import loss_kind
 from asyncwebrl.learner.packing import StepRow
 from asyncwebrl.model.tokenizer import Processor
-from asyncwebrl.records import Trajectory
+from asyncwebrl.records import Trajectory, trained_reward
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 
 
-def episode_advantages(trajectories: list[Trajectory], *, kind: str, normalizer: str, k: float) -> np.ndarray:
+def episode_advantages(trajectories: list[Trajectory], *, kind: str, normalizer: str, k: float,
+                       reward: str = "success") -> np.ndarray:
     """The per-step advantage of each episode (the same for all its response tokens), as
-    the loss kind makes it."""
+    the loss kind makes it from the trained reward (rl.reward)."""
     advantages = loss_kind(kind).advantages
     if advantages is None:
         raise ValueError(f"loss kind {kind!r} learns from demonstrations: it makes no advantages from rewards")
-    return advantages([t.reward for t in trajectories], [t.group_id for t in trajectories],
+    return advantages([trained_reward(t, reward) for t in trajectories], [t.group_id for t in trajectories],
                       [len(t.steps) for t in trajectories], normalizer=normalizer, k=k)
 
 

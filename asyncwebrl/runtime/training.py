@@ -336,6 +336,9 @@ def trained_episode_stats(episodes: list[dict]) -> dict:
     drift = memory_drift_metrics(episodes)
     return {
         "success_rate": float(np.mean([success for _, success in steps])),
+        # the judge's partial credit (share of facts right) of the same episodes: what
+        # rl.reward=facts trains on (null where no judge gave one)
+        "credit_mean": _mean([e.get("credit") for e in episodes if e.get("credit") is not None]),
         "steps_per_episode": float(np.mean([n for n, _ in steps])),
         "steps_per_success": _mean([n for n, success in steps if success]),
         "steps_per_failure": _mean([n for n, success in steps if not success]),
@@ -388,7 +391,7 @@ def make_orchestrator(config, *, learner, engine, policy, environment, store: Sc
                          sampler=make_task_sampler(rl.task_sampling, tasks, config.seed + jax.process_index(),
                                                    sampler_state or {}, rl.group_size),
                          release=store.free, version=learner.version, counts=counts or GroupCounts(),
-                         dynamic_sampling=rl.dynamic_sampling, pacing=rl.pace_admission)
+                         dynamic_sampling=rl.dynamic_sampling, pacing=rl.pace_admission, reward=rl.reward)
     return Orchestrator(
         learner=learner, engine=engine, policy=policy, environment=environment, store=store, processor=processor,
         buffer=buffer, episode=EpisodeSettings.from_config(config, "train"), pool=PoolSettings.from_config(config),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from asyncwebrl.envs import SOURCES
 from asyncwebrl.learner.choices import LOSSES, NORMALIZERS
+from asyncwebrl.records import TRAINED_REWARDS
 from asyncwebrl.runtime.groups import TASK_SAMPLING
 
 # key -> the least value it takes: a count that must be at least 1, or a bound that may be 0
@@ -28,6 +29,7 @@ CHOICES = {
     "loss.kind": LOSSES.keys(),       # a view, as SOURCES'; the warm start's "sft" is not one
     "loss.normalizer": NORMALIZERS,
     "rl.task_sampling": TASK_SAMPLING,
+    "rl.reward": TRAINED_REWARDS.keys(),
     "tasks.source": SOURCES.keys(),   # a view: a source registered later is a choice too
 }
 
@@ -54,5 +56,8 @@ def validate_config(config) -> None:
         value, choices = _value(config, key), tuple(choices)
         if value not in choices:
             raise ValueError(f"{key} must be one of {choices}, got {value!r}")
+    if config.rl.reward != "success" and config.loss.kind == "raft":
+        raise ValueError(f"rl.reward={config.rl.reward!r} needs a group-relative loss: loss.kind=raft (RAFT++) "
+                         "trains on successes alone, and partial credit is not one")
     if not 0 < config.eval.top_p <= 1:
         raise ValueError(f"eval.top_p must be in (0, 1], got {config.eval.top_p}")

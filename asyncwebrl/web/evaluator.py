@@ -42,6 +42,16 @@ class Judgement:
     fact_results: list[bool]
     note: str = ""
     blocked: bool = False        # the site refused the agent (anti-bot): left out of reported success
+    # Partial credit (rl.reward=facts): the share of the rubric's facts the episode got right,
+    # 1 exactly when the reward is 1. None: the share of fact_results (the reward where there
+    # are none); a judge with rules beyond the facts (answer stuffing) sets 0 when they fail
+    credit: float | None = None
+
+    def __post_init__(self):
+        if self.credit is None and self.reward is not None:
+            self.credit = sum(self.fact_results) / len(self.fact_results) if self.fact_results else self.reward
+        if self.reward is not None and not (self.reward >= 1) == (self.credit >= 1):
+            raise ValueError(f"credit {self.credit} disagrees with reward {self.reward}: full credit is success")
 
 
 def _month_number(name: str) -> int:
@@ -196,11 +206,13 @@ def judge(task: Task, answer: str, session: dict[str, Any], vocabularies: dict[s
     fact_chars = sum(len(v) for kind in required.values() for v in kind)
     if len(answer) > 160 + 4 * fact_chars:
         notes.append(f"answer too long ({len(answer)} chars)")
-    reward = 1.0 if all(results) and not notes else 0.0
+    broke_a_rule = bool(notes)   # stuffing or a too-long answer earns nothing, whatever it carries
+    reward = 1.0 if all(results) and not broke_a_rule else 0.0
+    credit = 0.0 if broke_a_rule else (sum(results) / len(results) if results else reward)
     failed = [i for i, ok in enumerate(results) if not ok]
     if failed:
         notes.insert(0, f"facts not supported: {failed}")
-    return Judgement(reward, results, "; ".join(notes))
+    return Judgement(reward, results, "; ".join(notes), credit=credit)
 
 
 def judge_local_episode(web, task: Task, answer: str, episode_id: str) -> Judgement:
