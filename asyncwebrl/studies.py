@@ -365,6 +365,7 @@ def plot(arms: list[dict], path: str) -> None:
     # inline display away from the notebook that called `report` (load_report)
     from matplotlib.figure import Figure
 
+    arms = [arm for arm in arms if arm["seeds_finished"]]   # an arm not yet run has nothing to draw
     figure = Figure(figsize=(17, 9), layout="constrained")
     (curves, clock, bars), over_training = figure.subplots(2, 3)
     for arm in arms:

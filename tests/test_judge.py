@@ -141,7 +141,9 @@ def test_ungrounded_answers_and_wrong_reference_answers_score_0(endpoint):
     endpoint.script = says({"every factual claim": "VERDICT: NO"})
     assert judge(endpoint).reward == 0.0
     endpoint.script = says({"Reference answer": "Different seller.\nVERDICT: NO"})
-    assert judge(endpoint, task=Task(**{**TASK.__dict__, "definite_answer": "$24.50, Bolt"})).reward == 0.0
+    wrong_reference = judge(endpoint, task=Task(**{**TASK.__dict__, "definite_answer": "$24.50, Bolt"}))
+    # every fact held but the reference answer did not: reward 0, and no partial credit either
+    assert (wrong_reference.reward, wrong_reference.fact_results, wrong_reference.credit) == (0.0, [True, True], 0.0)
 
 
 def test_a_blocked_site_is_flagged_not_scored(endpoint):

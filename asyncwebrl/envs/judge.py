@@ -288,7 +288,8 @@ class LLMJudge:
                     missing = [False] * (len(task.facts) - len(results))
                     return Judgement(0.0, results + missing, f"fact {number} not supported: {fact[:80]}")
             if task.definite_answer and not await self._yes(self._reference_question(task, answer), []):
-                return Judgement(0.0, results, "answer does not match the reference answer")
+                # every fact held, the reference answer did not: a rule beyond the facts, no credit
+                return Judgement(0.0, results, "answer does not match the reference answer", credit=0.0)
             return Judgement(1.0, results, "")
         except JudgeUnavailable as error:
             logging.warning("judge unavailable for task %s: %s", task.task_id, error)
