@@ -13,8 +13,10 @@ its workdir's `main.log`, and skips those already finished (a summary.json); one
 halfway resumes from its checkpoint, as main.py does. `report` reads every finished run's
 summary.json, eval_before.json, eval.json and metrics.jsonl and writes OUT/report.md (a
 table per arm: held-out success before and after, pooled over seeds with a 95% interval,
-and each seed's change), OUT/report.json (the same, for notebooks) and OUT/report.png
-(the policy's success over updates, and held-out success before and after, by arm).
+and each seed's change; task by task, the tasks solved only after and only before RL and
+between every two arms, with the exact sign test's p), OUT/report.json (the same, for
+notebooks) and OUT/report.png (the policy's success over updates, and held-out success
+before and after, by arm).
 
 report.json also gives each arm's keys and the SETTINGS it ran with, so that a reader can
 set arms that differ in one setting alone side by side (paired_arms). Notebooks read it
@@ -35,7 +37,7 @@ import subprocess
 import sys
 import time
 
-from asyncwebrl.runtime.evaluate import wilson_interval
+from asyncwebrl.runtime.evaluate import paired_change, wilson_interval
 from asyncwebrl.runtime.rundir import read_metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -235,6 +237,8 @@ def arm_report(out: str, arm: str, seeds) -> dict:
         runs.append({"seed": seed, "summary": summary, "metrics": read_metrics(os.path.join(directory, "metrics.jsonl")),
                      "before": _successes(_read_json(os.path.join(directory, "eval_before.json"))),
                      "after": _successes(_read_json(os.path.join(directory, "eval.json")))})
+    before_tasks, after_tasks = (_task_results(out, arm, [r["seed"] for r in runs], name)
+                                 for name in ("eval_before.json", "eval.json"))
     changes = [r["summary"]["success_after"] - r["summary"]["success_before"] for r in runs
                if r["summary"].get("success_after") is not None and r["summary"].get("success_before") is not None]
     curves, walls, dynamics = {}, {}, {key: {} for key in DYNAMICS}
@@ -254,6 +258,9 @@ def arm_report(out: str, arm: str, seeds) -> dict:
         "after": _pooled([r["after"] for r in runs if r["after"]]),
         "change_per_seed": [round(c, 4) for c in changes],
         "change_mean": _mean(changes),
+        # the same tasks before and after, pooled over seeds, task by task (null for runs whose
+        # eval json has no per-task results)
+        "paired_change": paired_change(before_tasks, after_tasks),
         # each seed's own evaluation as its summary.json keeps it (also where eval*.json were not kept)
         "per_seed": [{"seed": r["seed"], **{key: r["summary"].get(key) for key in (
             "success_before", "interval_95_before", "success_after", "interval_95_after")}} for r in runs],
@@ -273,6 +280,35 @@ def arm_report(out: str, arm: str, seeds) -> dict:
         "dynamics_by_update": {key: {u: _mean(v) for u, v in sorted(by_update.items())}
                                for key, by_update in dynamics.items()},
     }
+
+
+def _task_results(out: str, arm: str, seeds, name: str) -> dict | None:
+    """"seed/task id" -> that run's task_success in its eval json `name`, over `seeds`; None
+    when a run's evaluation kept no per-task results."""
+    results = {}
+    for seed in seeds:
+        evaluation = _read_json(os.path.join(workdir(out, arm, seed), name))
+        if not evaluation or evaluation.get("task_success") is None:
+            return None
+        results.update({f"{seed}/{task}": value for task, value in evaluation["task_success"].items()})
+    return results or None
+
+
+def arms_compared(out: str, arms: list[dict]) -> list[dict]:
+    """Every pair of arms, task by task after RL on the seeds both finished (the same tasks: a
+    seed draws its tasks whatever the arm): tasks solved only by the first, only by the
+    second, and the sign test's p (paired_change of the second against the first)."""
+    pairs = []
+    for i, first in enumerate(arms):
+        for second in arms[i + 1:]:
+            seeds = sorted(set(first["seeds_finished"]) & set(second["seeds_finished"]))
+            compared = paired_change(_task_results(out, first["arm"], seeds, "eval.json"),
+                                     _task_results(out, second["arm"], seeds, "eval.json")) if seeds else None
+            if compared is not None:
+                pairs.append({"arms": [first["arm"], second["arm"]], "seeds": seeds, "tasks": compared["tasks"],
+                              "only_first": compared["lost"], "only_second": compared["gained"],
+                              "p_value": compared["p_value"]})
+    return pairs
 
 
 def _wall_per_update(records: list[dict]) -> float | None:
@@ -330,7 +366,7 @@ def _number(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def markdown(study: Study, arms: list[dict]) -> str:
+def markdown(study: Study, arms: list[dict], comparisons: list[dict] = ()) -> str:
     base = f"Base `{study.base}`" if study.base else "Base unknown (the study was read from its runs)"
     lines = [f"# Study `{study.name}`", "",
              f"{base}, seeds {list(study.seeds)}; shared keys: "
@@ -349,6 +385,18 @@ def markdown(study: Study, arms: list[dict]) -> str:
     if not all(arm["held_out"] for arm in arms):
         lines += ["", "Trained-on: RL drew its tasks from the evaluated ones (`train.split=eval`), so the change "
                   "measures fitting, not success on tasks held out."]
+    paired = [arm for arm in arms if arm.get("paired_change")]
+    if paired:
+        lines += ["", "Task by task (each seed's tasks before and after, pooled): solved only after, only before, "
+                  "and the exact sign test's p (below 0.05: more than the spread of this many tasks).", "",
+                  "| arm | tasks | solved only after | only before | p |", "|---|---|---|---|---|"]
+        lines += [f"| {arm['arm']} | {arm['paired_change']['tasks']} | {arm['paired_change']['gained']} | "
+                  f"{arm['paired_change']['lost']} | {arm['paired_change']['p_value']:.3g} |" for arm in paired]
+    if comparisons:
+        lines += ["", "Arms against each other after RL, task by task on the seeds both finished:", "",
+                  "| arms | tasks | solved by the first only | by the second only | p |", "|---|---|---|---|---|"]
+        lines += [f"| {c['arms'][0]} vs {c['arms'][1]} | {c['tasks']} | {c['only_first']} | {c['only_second']} | "
+                  f"{c['p_value']:.3g} |" for c in comparisons]
     lines += ["", "Training dynamics, the mean over each run's updates, then over seeds:", "",
               "| arm | " + " | ".join(DYNAMICS.values()) + " |", "|---|" + "---|" * len(DYNAMICS)]
     for arm in arms:
@@ -432,11 +480,12 @@ def report(study: Study, out: str) -> dict:
     defaults = _flat(base_config(study.base).to_dict()) if study.base else {}
     arms = [{**arm_report(out, arm, study.seeds), "keys": study.arms[arm],
              "settings": arm_settings(study, out, arm, study.seeds, defaults)} for arm in study.arms]
-    result = {"study": study.name, "base": study.base, "flags": study.flags, "arms": arms}
+    comparisons = arms_compared(out, arms)
+    result = {"study": study.name, "base": study.base, "flags": study.flags, "arms": arms, "compared": comparisons}
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(result, f, indent=1)
     with open(os.path.join(out, "report.md"), "w") as f:
-        f.write(markdown(study, arms))
+        f.write(markdown(study, arms, comparisons))
     plot(arms, os.path.join(out, "report.png"))
     return result
 

@@ -185,3 +185,33 @@ def test_a_fresh_report_is_read_and_a_stale_one_rebuilt_from_the_study_it_names(
     assert arms["coupled_eta2"]["settings"]["agent.train_step_limits"] == list(base.agent.train_step_limits)
     pairs = [(a["arm"], b["arm"]) for a, b in studies.paired_arms(report, "loss.decoupled")]
     assert pairs == [("decoupled_eta2", "coupled_eta2"), ("decoupled_eta4", "coupled_eta4")]
+
+
+def test_the_report_compares_the_same_tasks_before_and_after_and_arms_with_each_other(tmp_path):
+    """Each seed's tasks, pooled as "seed/task": within an arm before -> after, between arms
+    after against after on the seeds both finished, with the sign test's p; an arm whose eval
+    json kept no per-task results has none (null, not 0)."""
+    out = str(tmp_path / "study")
+    tasks = [f"t{i}" for i in range(12)]
+
+    def evaluate(directory, name, solved):
+        json.dump({"episodes": len(tasks), "success_rate": len(solved) / len(tasks),
+                   "task_success": {t: float(t in solved) for t in tasks}}, open(os.path.join(directory, name), "w"))
+
+    for seed in (0, 1):
+        a = fake_run(out, "a", seed, loss={})
+        evaluate(a, "eval_before.json", {"t0", "t1"})
+        evaluate(a, "eval.json", {"t0", "t1", "t2", "t3", "t4", "t5", "t6"})      # +5 a seed
+        b = fake_run(out, "b", seed, loss={"normalizer": "traj"})
+        evaluate(b, "eval_before.json", {"t0", "t1"})
+        evaluate(b, "eval.json", {"t1", "t2"})                                      # +1, -1 a seed
+    fake_run(out, "c", 0, loss={"decoupled": False})                               # no eval json kept
+    report = studies.load_report(out)
+    arms = {arm["arm"]: arm for arm in report["arms"]}
+    assert arms["a"]["paired_change"] == {"tasks": 24, "gained": 10, "lost": 0, "p_value": 0.002}
+    assert arms["b"]["paired_change"] == {"tasks": 24, "gained": 2, "lost": 2, "p_value": 1.0}
+    assert arms["c"]["paired_change"] is None
+    assert report["compared"] == [{"arms": ["a", "b"], "seeds": [0, 1], "tasks": 24, "only_first": 10,
+                                   "only_second": 0, "p_value": 0.002}]
+    markdown = open(os.path.join(out, "report.md")).read()
+    assert "| a | 24 | 10 | 0 | 0.002 |" in markdown and "| a vs b | 24 | 10 | 0 | 0.002 |" in markdown

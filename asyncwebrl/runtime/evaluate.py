@@ -13,6 +13,7 @@ import asyncio
 import collections
 import json
 import logging
+import math
 import os
 import statistics
 import sys
@@ -141,6 +142,10 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
         "mean_response_tokens_per_step": _mean([len(s.response_ids) for s in steps if len(s.response_ids)]),
         "action_errors": sum(1 for s in steps if s.action_error),  # invalid responses and failed actions
         "total_steps": sum(len(t.steps) for t in trajectories),
+        # each evaluated task's success (the share of its scored episodes that succeeded; null
+        # where none was scored): two evaluations of the same tasks compare task by task
+        # (paired_change), which separates a real change from the spread of 60 or 120 tasks
+        "task_success": task_success(trajectories),
     }
     samples = samples_per_task(scored)
     if samples is not None:
@@ -149,6 +154,44 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
         summary["wall_seconds"] = round(wall_seconds, 2)
         summary["steps_per_second"] = round(summary["total_steps"] / wall_seconds, 2)
     return summary
+
+
+def task_success(trajectories: list[Trajectory]) -> dict[str, float | None]:
+    """task id -> the share of its scored episodes that succeeded (None: none scored)."""
+    by_task: dict[str, list[bool]] = {}
+    for t in trajectories:
+        scored = t.outcome in SCORED_OUTCOMES and t.reward is not None
+        by_task.setdefault(t.task.task_id, [])
+        if scored:
+            by_task[t.task.task_id].append(t.success)
+    return {task: (sum(results) / len(results) if results else None) for task, results in by_task.items()}
+
+
+def paired_change(before: dict[str, float | None] | None, after: dict[str, float | None] | None) -> dict | None:
+    """Two evaluations of the same tasks (task_success of each), task by task: how many were
+    solved only after (`gained`) and only before (`lost`) among the tasks scored in both, and
+    the exact two-sided sign test of gained against lost (McNemar's exact test: under no
+    change a task that differs is as likely to go either way). A share between 0 and 1 (several
+    episodes per task) counts as solved above one half. None without both evaluations' tasks."""
+    if not before or not after:
+        return None
+    common = [task for task in before if task in after and before[task] is not None and after[task] is not None]
+    if not common:
+        return None
+    solved_before = {task: before[task] > 0.5 for task in common}
+    solved_after = {task: after[task] > 0.5 for task in common}
+    gained = sum(solved_after[t] and not solved_before[t] for t in common)
+    lost = sum(solved_before[t] and not solved_after[t] for t in common)
+    return {"tasks": len(common), "gained": gained, "lost": lost, "p_value": round(sign_test(gained, lost), 4)}
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Exact two-sided binomial test of wins against losses at p = 1/2 (1.0 when both are 0)."""
+    n, fewer = wins + losses, min(wins, losses)
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(fewer + 1)) / 2**n
+    return min(1.0, 2 * tail)
 
 
 def samples_per_task(scored: list[Trajectory]) -> dict | None:

@@ -45,7 +45,7 @@ from asyncwebrl.rollout.pool import PoolSettings
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.runtime.build import build_model, make_engine, make_learner, make_model_policy
 from asyncwebrl.runtime.demonstrations import demonstrate
-from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize
+from asyncwebrl.runtime.evaluate import format_table, paired_change, run_tasks, summarize
 from asyncwebrl.runtime.groups import GroupBuffer, GroupCounts, make_task_sampler
 from asyncwebrl.runtime.orchestrator import Orchestrator, RLSettings
 from asyncwebrl.runtime.rows import step_rows
@@ -200,6 +200,9 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None, 
         "interval_95_before": before.get("interval_95"), "interval_95_after": after.get("interval_95"),
         "by_difficulty_before": before.get("by_difficulty"), "by_difficulty_after": after.get("by_difficulty"),
         "mean_response_tokens_per_step_after": after.get("mean_response_tokens_per_step"),
+        # the same tasks before and after, task by task: solved only after / only before, and
+        # the sign test's p (null where an evaluation lacks per-task results)
+        "paired_change": paired_change(before.get("task_success"), after.get("task_success")),
         "updates": last.get("update", 0), "episodes": last.get("episodes", 0),
         "trajectories_per_hour": _rounded(last.get("trajectories_per_hour"), 1),
         "staleness_mean": _rounded(np.mean([r["staleness_mean"] for r in records]), 2) if records else None,
@@ -216,6 +219,10 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None, 
     for level, row in after.get("by_difficulty", {}).items():
         print(f"[summary]   {level}: {_with_interval(before.get('by_difficulty', {}).get(level, {}))} -> "
               f"{_with_interval(row)}")
+    paired = summary["paired_change"]
+    if paired is not None:   # whether the change is more than the spread of this many tasks
+        print(f"[summary]   task by task: {paired['gained']} solved only after, {paired['lost']} only before, of "
+              f"{paired['tasks']} (sign test p = {paired['p_value']:.3g}; p < 0.05: a change this many tasks resolve)")
     print(f"[summary] {summary['updates']} updates, {summary['episodes']} episodes, "
           f"{summary['trajectories_per_hour']} trajectories/h, staleness mean {summary['staleness_mean']} "
           f"max {summary['staleness_max']}, {summary['steps_per_episode']} steps/episode, "
