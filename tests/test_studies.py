@@ -208,10 +208,10 @@ def test_the_report_compares_the_same_tasks_before_and_after_and_arms_with_each_
     fake_run(out, "c", 0, loss={"decoupled": False})                               # no eval json kept
     report = studies.load_report(out)
     arms = {arm["arm"]: arm for arm in report["arms"]}
-    assert arms["a"]["paired_change"] == {"tasks": 24, "gained": 10, "lost": 0, "p_value": 0.002}
+    assert arms["a"]["paired_change"] == {"tasks": 24, "gained": 10, "lost": 0, "p_value": 0.001953}
     assert arms["b"]["paired_change"] == {"tasks": 24, "gained": 2, "lost": 2, "p_value": 1.0}
     assert arms["c"]["paired_change"] is None
     assert report["compared"] == [{"arms": ["a", "b"], "seeds": [0, 1], "tasks": 24, "only_first": 10,
-                                   "only_second": 0, "p_value": 0.002}]
+                                   "only_second": 0, "p_value": 0.001953}]
     markdown = open(os.path.join(out, "report.md")).read()
-    assert "| a | 24 | 10 | 0 | 0.002 |" in markdown and "| a vs b | 24 | 10 | 0 | 0.002 |" in markdown
+    assert "| a | 24 | 10 | 0 | 0.00195 |" in markdown and "| a vs b | 24 | 10 | 0 | 0.00195 |" in markdown

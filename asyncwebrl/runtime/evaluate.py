@@ -172,7 +172,8 @@ def paired_change(before: dict[str, float | None] | None, after: dict[str, float
     solved only after (`gained`) and only before (`lost`) among the tasks scored in both, and
     the exact two-sided sign test of gained against lost (McNemar's exact test: under no
     change a task that differs is as likely to go either way). A share between 0 and 1 (several
-    episodes per task) counts as solved above one half. None without both evaluations' tasks."""
+    episodes per task) counts as solved above one half; p keeps 4 significant digits. None
+    without both evaluations' tasks."""
     if not before or not after:
         return None
     common = [task for task in before if task in after and before[task] is not None and after[task] is not None]
@@ -182,7 +183,7 @@ def paired_change(before: dict[str, float | None] | None, after: dict[str, float
     solved_after = {task: after[task] > 0.5 for task in common}
     gained = sum(solved_after[t] and not solved_before[t] for t in common)
     lost = sum(solved_before[t] and not solved_after[t] for t in common)
-    return {"tasks": len(common), "gained": gained, "lost": lost, "p_value": round(sign_test(gained, lost), 4)}
+    return {"tasks": len(common), "gained": gained, "lost": lost, "p_value": float(f"{sign_test(gained, lost):.4g}")}
 
 
 def sign_test(wins: int, losses: int) -> float:
