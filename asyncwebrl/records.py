@@ -113,7 +113,7 @@ SCORED_OUTCOMES = ("answered", "finished", "limit")
 # is always the binary reward.
 TRAINED_REWARDS = {
     "success": lambda trajectory: trajectory.reward,
-    "facts": lambda trajectory: trajectory.credit if trajectory.reward is not None else None,
+    "facts": lambda trajectory: trajectory.credit,   # None with the reward (rollout/pool.py)
 }
 
 

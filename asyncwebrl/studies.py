@@ -234,11 +234,10 @@ def arm_report(out: str, arm: str, seeds) -> dict:
         summary = _read_json(os.path.join(directory, "summary.json"))
         if summary is None:
             continue
+        before, after = (_read_json(os.path.join(directory, name)) for name in ("eval_before.json", "eval.json"))
         runs.append({"seed": seed, "summary": summary, "metrics": read_metrics(os.path.join(directory, "metrics.jsonl")),
-                     "before": _successes(_read_json(os.path.join(directory, "eval_before.json"))),
-                     "after": _successes(_read_json(os.path.join(directory, "eval.json")))})
-    before_tasks, after_tasks = (_task_results(out, arm, [r["seed"] for r in runs], name)
-                                 for name in ("eval_before.json", "eval.json"))
+                     "before": _successes(before), "after": _successes(after),
+                     "tasks_before": (before or {}).get("task_success"), "tasks_after": (after or {}).get("task_success")})
     changes = [r["summary"]["success_after"] - r["summary"]["success_before"] for r in runs
                if r["summary"].get("success_after") is not None and r["summary"].get("success_before") is not None]
     curves, walls, dynamics = {}, {}, {key: {} for key in DYNAMICS}
@@ -260,7 +259,10 @@ def arm_report(out: str, arm: str, seeds) -> dict:
         "change_mean": _mean(changes),
         # the same tasks before and after, pooled over seeds, task by task (null for runs whose
         # eval json has no per-task results)
-        "paired_change": paired_change(before_tasks, after_tasks),
+        "paired_change": paired_change(_by_seed_and_task(runs, "tasks_before"), _by_seed_and_task(runs, "tasks_after")),
+        # each seed's tasks after RL ("seed/task" -> success) for arms_compared; report() keeps
+        # it out of report.json
+        "tasks_after": _by_seed_and_task(runs, "tasks_after"),
         # each seed's own evaluation as its summary.json keeps it (also where eval*.json were not kept)
         "per_seed": [{"seed": r["seed"], **{key: r["summary"].get(key) for key in (
             "success_before", "interval_95_before", "success_after", "interval_95_after")}} for r in runs],
@@ -282,19 +284,15 @@ def arm_report(out: str, arm: str, seeds) -> dict:
     }
 
 
-def _task_results(out: str, arm: str, seeds, name: str) -> dict | None:
-    """"seed/task id" -> that run's task_success in its eval json `name`, over `seeds`; None
-    when a run's evaluation kept no per-task results."""
-    results = {}
-    for seed in seeds:
-        evaluation = _read_json(os.path.join(workdir(out, arm, seed), name))
-        if not evaluation or evaluation.get("task_success") is None:
-            return None
-        results.update({f"{seed}/{task}": value for task, value in evaluation["task_success"].items()})
-    return results or None
+def _by_seed_and_task(runs: list[dict], key: str) -> dict | None:
+    """"seed/task id" -> success, from each run's per-task results under `key`; None when a
+    run's evaluation kept none."""
+    if not runs or any(r[key] is None for r in runs):
+        return None
+    return {f"{r['seed']}/{task}": value for r in runs for task, value in r[key].items()}
 
 
-def arms_compared(out: str, arms: list[dict]) -> list[dict]:
+def arms_compared(arms: list[dict]) -> list[dict]:
     """Every pair of arms, task by task after RL on the seeds both finished (the same tasks: a
     seed draws its tasks whatever the arm): tasks solved only by the first, only by the
     second, and the sign test's p (paired_change of the second against the first)."""
@@ -302,8 +300,9 @@ def arms_compared(out: str, arms: list[dict]) -> list[dict]:
     for i, first in enumerate(arms):
         for second in arms[i + 1:]:
             seeds = sorted(set(first["seeds_finished"]) & set(second["seeds_finished"]))
-            compared = paired_change(_task_results(out, first["arm"], seeds, "eval.json"),
-                                     _task_results(out, second["arm"], seeds, "eval.json")) if seeds else None
+            on_seeds = [{task: value for task, value in (arm["tasks_after"] or {}).items()
+                         if int(task.split("/")[0]) in seeds} for arm in (first, second)]
+            compared = paired_change(*on_seeds)
             if compared is not None:
                 pairs.append({"arms": [first["arm"], second["arm"]], "seeds": seeds, "tasks": compared["tasks"],
                               "only_first": compared["lost"], "only_second": compared["gained"],
@@ -480,7 +479,9 @@ def report(study: Study, out: str) -> dict:
     defaults = _flat(base_config(study.base).to_dict()) if study.base else {}
     arms = [{**arm_report(out, arm, study.seeds), "keys": study.arms[arm],
              "settings": arm_settings(study, out, arm, study.seeds, defaults)} for arm in study.arms]
-    comparisons = arms_compared(out, arms)
+    comparisons = arms_compared(arms)
+    for arm in arms:
+        del arm["tasks_after"]   # per-task data: compared above, not carried into report.json
     result = {"study": study.name, "base": study.base, "flags": study.flags, "arms": arms, "compared": comparisons}
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(result, f, indent=1)

@@ -208,7 +208,7 @@ def judge(task: Task, answer: str, session: dict[str, Any], vocabularies: dict[s
         notes.append(f"answer too long ({len(answer)} chars)")
     broke_a_rule = bool(notes)   # stuffing or a too-long answer earns nothing, whatever it carries
     reward = 1.0 if all(results) and not broke_a_rule else 0.0
-    credit = 0.0 if broke_a_rule else (sum(results) / len(results) if results else reward)
+    credit = 0.0 if broke_a_rule else None   # None: the share of the facts right (Judgement)
     failed = [i for i, ok in enumerate(results) if not ok]
     if failed:
         notes.insert(0, f"facts not supported: {failed}")
