@@ -216,9 +216,14 @@ def run_transformers(config, requests, new_tokens: int, dtype: str, cache: str) 
 
 def transformers_in_child(levels) -> dict:
     """Run this script again with --hf-only (same arguments, same requests from the same
-    seed) and read its rates: transformers and our engine never share the GPU's memory."""
+    seed) and read its rates: transformers and our engine never share the GPU's memory.
+
+    The child builds its requests with JAX before any torch work; without preallocation off,
+    JAX would take XLA_PYTHON_CLIENT_MEM_FRACTION of the GPU there and leave torch ~3 GiB
+    (the 8B run of 2026-12-04 died so)."""
+    env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
     child = subprocess.run([sys.executable, os.path.abspath(__file__), *sys.argv[1:], "--hf-only",
-                            f"--hf-concurrency={','.join(map(str, levels))}"], capture_output=True, text=True)
+                            f"--hf-concurrency={','.join(map(str, levels))}"], capture_output=True, text=True, env=env)
     if child.returncode != 0:
         raise SystemExit(f"the transformers run failed:\n{child.stderr[-3000:]}")
     return json.loads(child.stdout.strip().splitlines()[-1])
