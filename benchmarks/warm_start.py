@@ -22,8 +22,10 @@ the trainer. The log also says where the trainer's time goes (waiting for rows, 
 
 Every `--probe-every` steps: teacher-forced greedy exact match of whole responses, by
 action (left_click / type / answer), on held-out rows (test sites: a layout training never
-shows) and on rows of unseen sites of the training layouts (new_sites_exact). At the end (and every
-`--eval-every` steps): closed-loop success on `--eval-tasks` held-out test tasks (the
+shows), on rows of unseen sites of the training layouts (new_sites_exact), and on the step of
+each short-tier task of those sites that picks the named link among its siblings
+(named_choice_exact). At the end (and every
+`--eval-every` steps): closed-loop success on `--eval-tasks` held-out tasks (`--eval-split`: the
 model acting greedily through the sampler engine, browser-free), by level. The model
 and its tokenizer go to OUT/checkpoint (save_pretrained), the log to OUT/log.jsonl.
 """
@@ -91,7 +93,7 @@ def produce(index: int, workers: int, rows_out, stop, args) -> None:
         if seed >= UNSEEN_SEED_OFFSET:
             raise RuntimeError(f"seed {seed} reaches the unseen split's sites (seeds from {UNSEEN_SEED_OFFSET})")
         sites = training_site_ids(SITES_PER_CHUNK, seed)
-        tasks = [t for site in sites for t in site_tasks(site, args.tasks_per_site, rng)]
+        tasks = [t for site in sites for t in site_tasks(site, args.tasks_per_site, rng, args.short_per_site)]
         # a LocalWeb per chunk: it keeps every site it has served, and these are never seen again
         trajectories, _ = demonstrate(config, LocalWeb(), processor, store, tasks, progress=None)
         rows_out.put((len(sites), solved_rows(trajectories)))
@@ -128,6 +130,25 @@ def probe_rows(config, processor, count: int, layouts: str):
                                   progress=None)
     rows = [r for r in solved_rows(trajectories) if fits(r, config.learner.row_length)]
     return random.Random(1).sample(rows, min(count, len(rows)))
+
+
+def named_choice_rows(config, processor):
+    """The step of each short-tier task (web/tasks.py TIERS) on 32 unseen sites of the
+    training layouts that picks the link the instruction names among its siblings: the
+    oracle's last click, the step before its answer. The choice the warm start made at
+    chance on new sites (BENCHMARKS.md "Why the warm start fails")."""
+    from asyncwebrl.rollout.screenshots import ScreenshotStore
+    from asyncwebrl.runtime.demonstrations import demonstrate, training_site_ids
+    from asyncwebrl.web.server import LocalWeb
+    from asyncwebrl.web.sites import make_site
+    from asyncwebrl.web.tasks import tasks_of_site
+
+    tasks = [t for site in training_site_ids(32, UNSEEN_SEED_OFFSET) for t in tasks_of_site(make_site(site), "short")]
+    trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore.in_memory(), tasks, phase="train",
+                                  progress=None)
+    rows = [(np.asarray(t.steps[-2].prompt_ids, np.int32), np.asarray(t.steps[-2].response_ids, np.int32))
+            for t in trajectories if t.success]
+    return [r for r in rows if fits(r, config.learner.row_length)]
 
 
 # ---------------------------------------------------------------- the trainer
@@ -217,6 +238,8 @@ def main() -> None:
     parser.add_argument("--warmup-steps", type=int, default=100)
     parser.add_argument("--rows-per-step", type=int, default=128)
     parser.add_argument("--tasks-per-site", type=int, default=4)
+    parser.add_argument("--short-per-site", type=int, default=0, help="short-tier tasks per site besides "
+                        "(web/tasks.py TIERS: one named link among its siblings, then a fact or two)")
     parser.add_argument("--text-budget", type=int, default=512, help="page text tokens shown per step")
     parser.add_argument("--row-length", type=int, default=1024)
     parser.add_argument("--rows-per-microbatch", type=int, default=16)
@@ -228,6 +251,9 @@ def main() -> None:
     parser.add_argument("--probe-rows", type=int, default=300)
     parser.add_argument("--eval-every", type=int, default=0, help="closed-loop checks during training (0: at the end)")
     parser.add_argument("--eval-tasks", type=int, default=60)
+    parser.add_argument("--eval-split", default="test", choices=["test", "unseen"],
+                        help="closed loop on sites of the held-out layout, or on unseen sites of the training layouts "
+                        "(what configs/default.py evaluates; its seed-0 tasks)")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bf16", action="store_true", help="bfloat16 matmuls over float32 parameters (default: float32 throughout)")
@@ -268,10 +294,11 @@ def main() -> None:
     parameters = sum(x.size for x in jax.tree.leaves(learner.state.params))
     probe = Probe(learner, probe_rows(config, processor, args.probe_rows, "test"), processor)
     probe_new_sites = Probe(learner, probe_rows(config, processor, args.probe_rows, "train"), processor)
-    eval_tasks = select_balanced(generate_tasks("test", config.tasks.test_sites_per_variant), args.eval_tasks, seed=0)
+    probe_named = Probe(learner, named_choice_rows(config, processor), processor)
+    eval_tasks = select_balanced(generate_tasks(args.eval_split, config.tasks.test_sites_per_variant), args.eval_tasks, seed=0)
     engine = make_engine(config, learner.model(), processor, temperature=0.0, top_p=1.0)
     log({"event": "start", "device": str(jax.devices()[0]), "parameters": int(parameters),
-         "vocabulary": len(processor.tokenizer), "probe_rows": len(probe.packed), "probe_rows_new_sites": len(probe_new_sites.packed), "eval_tasks": len(eval_tasks),
+         "vocabulary": len(processor.tokenizer), "probe_rows": len(probe.packed), "probe_rows_new_sites": len(probe_new_sites.packed), "named_choice_rows": len(probe_named.packed), "eval_tasks": len(eval_tasks),
          **{k: v for k, v in vars(args).items()}})
 
     buffer: collections.deque = collections.deque(maxlen=args.buffer)
@@ -330,13 +357,14 @@ def main() -> None:
                 log({"event": "probe", "step": step, "nll": round(float(measured["nll"]), 4),
                      "rows_produced": produced, "rows_too_long": too_long, "sites": sites, "rows_used": used,
                      "reuse": round(used / max(produced, 1), 2), "held_out_exact": probe(),
-                     "new_sites_exact": probe_new_sites()})
+                     "new_sites_exact": probe_new_sites(), "named_choice_exact": probe_named()["all"]})
             if step in save_at:
                 save(os.path.join(args.out, f"checkpoint-{step}"), step)
             if args.eval_every and step % args.eval_every == 0:
                 evaluate(step)
         stop.set()
         log({"event": "trained", "step": step, "held_out_exact": probe(), "new_sites_exact": probe_new_sites(),
+             "named_choice_exact": probe_named()["all"],
              "rows_produced": produced, "sites": sites,
              "rows_used": used, "reuse": round(used / max(produced, 1), 2)})
         # saved before the closed loop, so a failing evaluation loses no training

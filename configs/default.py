@@ -135,6 +135,10 @@ def bare() -> config_dict.ConfigDict:
     config.tasks.source = "local"
     config.tasks.train_sites_per_variant = 16  # x 4 kinds x 2 train variants, ~18 tasks each
     config.tasks.test_sites_per_variant = 6  # x 4 kinds x 1 test variant
+    # local: the tiers RL trains on (asyncwebrl/web/tasks.py TIERS): "levels" (the three
+    # difficulty levels, what every evaluation measures) and "short" (one named link among its
+    # siblings, then a fact or two: "easy" by their facts); evaluations stay on the levels
+    config.tasks.train_tiers = ("levels",)
     config.tasks.path = ""  # webgym: the training task file (JSONL)
     config.tasks.test_path = ""  # webgym: the test task file (e.g. the OOD split)
     config.tasks.levels = ("easy", "medium", "hard")  # webgym: difficulty levels kept

@@ -8,10 +8,13 @@ import urllib.request
 
 import pytest
 
+from asyncwebrl.envs.local import LocalEnvironment
+from asyncwebrl.web import content
 from asyncwebrl.web.server import LOGICAL_ORIGIN, LocalWeb
 from asyncwebrl.web.sites import KINDS, make_site
 from asyncwebrl.web.tasks import UNSEEN_SEED_OFFSET, generate_tasks, read_jsonl, select_balanced, write_jsonl
 from asyncwebrl.web.walker import solve_and_judge
+from configs.default import get_config
 
 WEBGYM_FIELDS = {"task_id", "task_name", "website", "domain", "subdomain", "benchmark_name", "difficulty",
                  "evaluator_reference", "definite_answer"}
@@ -205,3 +208,33 @@ def test_servers_pick_free_ports_and_stop():
         assert urllib.request.urlopen(origin + "/shop-v1-s00/").status == 200
     with pytest.raises(OSError):
         urllib.request.urlopen(origin + "/shop-v1-s00/", timeout=2)
+
+
+def test_the_short_tier_opens_the_link_the_task_names_on_every_kind(web):
+    """Site.short_tasks: every kind proposes them, all easy, with ids of their own; each
+    plan's last click opens the link whose label the instruction names, and the oracle's
+    plan scores in full. Asking for the tier leaves the levels' tasks as they were."""
+    levels, short = generate_tasks("train", 2), generate_tasks("train", 2, ("short",))
+    assert {t.local["site"].split("-")[0] for t in short} == set(KINDS) and len(short) == 4 * len(KINDS) * 2 * 2
+    assert {t.level for t in short} == {"easy"} and all(".short_" in t.template for t in short)
+    assert not {t.task_id for t in short} & {t.task_id for t in levels}
+    for task in short:
+        last_click = [m for m in task.local["oracle"] if m["op"] == "click"][-1]
+        named = last_click["oid"].split(":", 1)[1]
+        assert named in content.slug(task.task_name), (task.task_id, last_click["oid"])
+    assert not _unsolved(web, short)
+    both = generate_tasks("train", 2, ("levels", "short"))
+    assert [t.to_json() for t in both] == [t.to_json() for t in levels + short]
+
+
+def test_only_training_splits_draw_on_the_short_tier():
+    config = get_config("bare")
+    config.tasks.train_sites_per_variant, config.tasks.test_sites_per_variant = 1, 1
+    config.tasks.train_tiers = ("levels", "short")
+    trained = LocalEnvironment.tasks(config, "train", None)
+    evaluated = LocalEnvironment.tasks(config, "unseen", None)
+    assert any(".short_" in t.template for t in trained)
+    assert not any(".short_" in t.template for t in evaluated)
+    config.tasks.train_tiers = ("levels", "shorter")
+    with pytest.raises(ValueError, match="tasks.train_tiers"):
+        LocalEnvironment.tasks(config, "train", None)

@@ -16,7 +16,7 @@ from asyncwebrl.rollout.episode import EpisodeSite
 from asyncwebrl.rollout.sandbox import Sandbox, local_policy
 from asyncwebrl.web.evaluator import Judgement, judge_local_episode
 from asyncwebrl.web.server import EPISODE_COOKIE, LOGICAL_ORIGIN, LocalWeb
-from asyncwebrl.web.tasks import SPLITS, generate_tasks, select_balanced, write_jsonl
+from asyncwebrl.web.tasks import SPLITS, TIERS, generate_tasks, select_balanced, write_jsonl
 
 
 class LocalEnvironment:
@@ -43,8 +43,12 @@ class LocalEnvironment:
         """Generated on the split's sites (asyncwebrl/web/tasks.py SPLITS); also written to
         workdir/tasks/<split>.jsonl."""
         # splits RL draws from get the training count of sites; evaluated ones the test count
-        sites = config.tasks.train_sites_per_variant if split in ("train", "adapt") else config.tasks.test_sites_per_variant
-        tasks = generate_tasks(split, sites)
+        trained = split in ("train", "adapt")
+        sites = config.tasks.train_sites_per_variant if trained else config.tasks.test_sites_per_variant
+        tiers = tuple(config.tasks.train_tiers) if trained else ("levels",)
+        if not tiers or set(tiers) - set(TIERS):
+            raise ValueError(f"tasks.train_tiers must be a non-empty tuple of {TIERS}, got {tiers!r}")
+        tasks = generate_tasks(split, sites, tiers)
         if workdir is not None:
             os.makedirs(os.path.join(workdir, "tasks"), exist_ok=True)
             write_jsonl(tasks, os.path.join(workdir, "tasks", f"{split}.jsonl"))

@@ -97,14 +97,20 @@ def training_site_ids(count: int, first_seed: int = 0) -> list[str]:
     return ids
 
 
-def site_tasks(site_id: str, per_site: int, rng: random.Random) -> list[Task]:
-    """Up to `per_site` tasks of one site, the levels in turn (uniform over levels)."""
+def site_tasks(site_id: str, per_site: int, rng: random.Random, short: int = 0) -> list[Task]:
+    """Up to `per_site` tasks of one site, the levels in turn (uniform over levels), and up
+    to `short` of its short tier (web/tasks.py TIERS)."""
+    site = make_site(site_id)
     by_level: dict[str, list[Task]] = {}
-    for task in tasks_of_site(make_site(site_id)):
+    for task in tasks_of_site(site):
         by_level.setdefault(task.level, []).append(task)
     pools = [rng.sample(pool, len(pool)) for _, pool in sorted(by_level.items())]
     rng.shuffle(pools)
-    return [t for group in itertools.zip_longest(*pools) for t in group if t is not None][:per_site]
+    chosen = [t for group in itertools.zip_longest(*pools) for t in group if t is not None][:per_site]
+    if short:
+        tier = tasks_of_site(site, "short")
+        chosen += rng.sample(tier, min(short, len(tier)))
+    return chosen
 
 
 @dataclasses.dataclass

@@ -133,7 +133,7 @@ class TaskDraft:
 
 class Site:
     """Base class. Subclasses set `kind`, build content in `__init__` and implement
-    `route`, `draft_tasks` and `vocabulary`."""
+    `route`, `draft_tasks`, `short_tasks` and `vocabulary`."""
 
     kind: str = ""
     domain: str = ""
@@ -205,6 +205,14 @@ class Site:
         raise NotImplementedError
 
     def draft_tasks(self, rng: random.Random) -> list[TaskDraft]:
+        raise NotImplementedError
+
+    def short_tasks(self, rng: random.Random) -> list[TaskDraft]:
+        """The short tier (tasks.TIERS): tasks whose plan is one choice, the link the
+        instruction names among its siblings (a department, an event, a category, a
+        subject), then one or two facts read on the page it opens. That choice is the one
+        the warm start makes at chance on new sites (BENCHMARKS.md "Why the warm start
+        fails"), and in a task of 7+ moves its reward is diluted by every other move."""
         raise NotImplementedError
 
     def vocabulary(self, name: str) -> list[str]:

@@ -9,6 +9,12 @@ layouts training never shows at all (seeds from TEST_SEED_OFFSET): a harder shif
 `test`'s) for RL to adapt on where no demonstration was ever made: RL on `adapt` judged on
 `test` is the paper's setting, a policy trained elsewhere improved by reward alone on a web
 it had not seen, and measured on sites of that web it did not train on.
+
+Two tiers of tasks per site (TIERS): `levels`, the three difficulty levels every split
+is measured on, and `short`, tasks whose plan is one choice, the link the instruction
+names among its siblings, then a fact or two (Site.short_tasks; "easy" by their facts).
+Only training draws on the short tier (`tasks.train_tiers`, the warm start's
+`--short-per-site`); evaluations stay on the levels.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ TEST_SEED_OFFSET = 1000  # test sites use seeds 1000.. so they never share conte
 # unseen sites: training variants, seeds from here up; the warm start's fresh sites stay below
 UNSEEN_SEED_OFFSET = 1_000_000
 ADAPT_SEED_OFFSET = 2_000_000  # adapt sites: the test layout, seeds no test site uses
+TIERS = ("levels", "short")
 SPLITS = {"train": (TRAIN_VARIANTS, 0), "unseen": (TRAIN_VARIANTS, UNSEEN_SEED_OFFSET),
           "test": (TEST_VARIANTS, TEST_SEED_OFFSET),
           "adapt": (TEST_VARIANTS, ADAPT_SEED_OFFSET)}   # split -> (site variants, first seed)
@@ -47,13 +54,13 @@ def site_ids(split: str, sites_per_variant: int) -> list[str]:
     ]
 
 
-def draft_to_task(site: Site, draft: TaskDraft, index: int) -> Task:
+def draft_to_task(site: Site, draft: TaskDraft, index: int, tier: str = "levels") -> Task:
     groups, checks = [], []
     for group_index, group in enumerate(draft.groups):
         groups.append({"id": f"g{group_index}", "description": group.description, "facts": [f.value for f in group.facts]})
         checks += [{"type": f.type, "source": f.source, "key": f.key, "vocab": f.vocab} for f in group.facts]
     return Task(
-        task_id=f"{site.site_id}-{index:03d}",
+        task_id=f"{site.site_id}-{'' if tier == 'levels' else tier + '-'}{index:03d}",
         task_name=draft.instruction,
         website=f"{LOGICAL_ORIGIN}{site.base_path}{draft.start_path}",
         domain=site.domain,
@@ -66,21 +73,27 @@ def draft_to_task(site: Site, draft: TaskDraft, index: int) -> Task:
     )
 
 
-def tasks_of_site(site: Site) -> list[Task]:
-    drafts = site.draft_tasks(random.Random(f"tasks:{site.site_id}"))
+def tasks_of_site(site: Site, tier: str = "levels") -> list[Task]:
+    if tier == "levels":
+        drafts = site.draft_tasks(random.Random(f"tasks:{site.site_id}"))
+    elif tier == "short":   # a stream of its own: the levels' tasks stay as they were
+        drafts = site.short_tasks(random.Random(f"short-tasks:{site.site_id}"))
+    else:
+        raise ValueError(f"unknown task tier {tier!r}; the local web has {TIERS}")
     tasks, seen = [], set()
     for draft in drafts:
         if draft.instruction in seen:  # a site may propose the same task twice; keep tasks distinct
             continue
         seen.add(draft.instruction)
-        tasks.append(draft_to_task(site, draft, len(tasks)))
+        tasks.append(draft_to_task(site, draft, len(tasks), tier))
     return tasks
 
 
-def generate_tasks(split: str, sites_per_variant: int) -> list[Task]:
+def generate_tasks(split: str, sites_per_variant: int, tiers: tuple[str, ...] = ("levels",)) -> list[Task]:
     from asyncwebrl.web.sites import make_site
 
-    return [task for site_id in site_ids(split, sites_per_variant) for task in tasks_of_site(make_site(site_id))]
+    sites = [make_site(site_id) for site_id in site_ids(split, sites_per_variant)]
+    return [task for tier in tiers for site in sites for task in tasks_of_site(site, tier)]
 
 
 def select_balanced(tasks: list[Task], count: int, seed: int) -> list[Task]:

@@ -361,6 +361,19 @@ class DirectorySite(Site):
             self._roster_task(rng),
         ]
 
+    def short_tasks(self, rng: random.Random) -> list[TaskDraft]:
+        return [self._short_head(d) for d in rng.sample(self.departments, 4)]
+
+    def _short_head(self, d: Department) -> TaskDraft:
+        """The department page names its head: open it among its siblings, read one name."""
+        plan, subtask = [], f"head_of_{d.key}"
+        self._go_to_department(plan, d, subtask)
+        plan.append(note({f"{d.key}_head_name": d.head.name}, subtask))
+        plan.append(answer(f"Head of {d.name}: {d.head.name}"))
+        instruction = f"In the {self.org} staff directory, who is the head of the department {d.name}?"
+        group = FactGroup(f"name of the head of {d.name}", [Fact(d.head.name, "text", vocab="person_name")])
+        return TaskDraft("directory.short_head", instruction, [group], plan)
+
     def _spread(self, rng: random.Random, count: int) -> list[Person]:
         """`count` people from as many different departments as possible."""
         pools = [rng.sample(d.people, len(d.people)) for d in rng.sample(self.departments, len(self.departments))]

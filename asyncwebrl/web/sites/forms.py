@@ -398,7 +398,11 @@ class FormsSite(Site):
         drafts += [self._booking(rng, by_capacity=True), self._register(rng, with_newsletter=True), self._membership(rng)]  # hard
         return drafts
 
-    def _event_info(self, rng: random.Random, events: list[Event], per_event: int) -> TaskDraft:
+    def short_tasks(self, rng: random.Random) -> list[TaskDraft]:
+        return [self._event_info(rng, [event], 1, "forms.short_event") for event in rng.sample(self.events, 4)]
+
+    def _event_info(self, rng: random.Random, events: list[Event], per_event: int,
+                    template: str = "forms.event_info") -> TaskDraft:
         attributes = {  # key: (what the task asks, getter, fact type, vocabulary)
             "date": ("date", lambda e: e.date, "date", ""), "price": ("ticket price", lambda e: e.price, "number", ""),
             "start": ("start time", lambda e: e.start, "text", ""), "host": ("host", lambda e: e.host, "text", "person_name"),
@@ -418,7 +422,7 @@ class FormsSite(Site):
         plan.append(answer("; ".join(parts)))
         names = _and([f'"{e.name}"' for e in events])
         what = _and([attributes[a][0] for a in asked])
-        return TaskDraft("forms.event_info", f"On {self.brand}, find the {what} of the event{'s' if len(events) > 1 else ''} {names}.", groups, plan)
+        return TaskDraft(template, f"On {self.brand}, find the {what} of the event{'s' if len(events) > 1 else ''} {names}.", groups, plan)
 
     def _room_info(self, rng: random.Random, count: int) -> TaskDraft:
         rooms = rng.sample(self.rooms, count)

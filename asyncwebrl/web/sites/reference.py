@@ -435,6 +435,19 @@ class ReferenceSite(Site):
         drafts.append(self._author_works(rng, rng.choice(prolific), ["title", "year"]))
         return drafts
 
+    def short_tasks(self, rng: random.Random) -> list[TaskDraft]:
+        return [self._short_subject(subject) for subject in rng.sample(self.subjects, 4)]
+
+    def _short_subject(self, subject: str) -> TaskDraft:
+        """A subject's page says how many titles it lists: open it among its siblings."""
+        count, stem = len(self.in_subject(subject)), _key(subject)
+        plan = self._open_subject(subject, f"browse_{stem}")
+        plan.append(note({f"{stem}_titles": str(count)}, f"browse_{stem}"))
+        plan.append(answer(f"{subject}: {count} titles"))
+        return self._draft("reference.short_subject",
+                           f'In the {self.brand} catalogue, how many titles are listed under the subject "{subject}"?',
+                           [FactGroup(f"number of titles under {subject}", [Fact(str(count), "number")])], plan)
+
     def _lookup(self, rng: random.Random, books: list[Book], names: list[str], template: str) -> TaskDraft:
         groups = [FactGroup(f"{_labels(names)} of {b.title}", [_fact(b, n) for n in names]) for b in books]
 

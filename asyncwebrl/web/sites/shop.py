@@ -341,6 +341,25 @@ class ShopSite(Site):
             drafts.append(self._cart_task(rng, count))
         return drafts
 
+    def short_tasks(self, rng: random.Random) -> list[TaskDraft]:
+        return [self._short_category(category) for category in rng.sample(self.categories, 4)]
+
+    def _short_category(self, category: str) -> TaskDraft:
+        """Open the category the task names (among the menu's or the Departments page's
+        category links) and read the first product its listing shows."""
+        first, subtask = self.in_category(category)[0], f"browse_{content.slug(category).replace('-', '_')}"
+        plan = [click("departments", "Open the Departments page.", subtask)] if self.look.departments_page else []
+        plan.append(click(f"cat:{content.slug(category)}", f'Open the "{category}" category.', subtask))
+        plan.append(note({f"{subtask[7:]}_first": f"{first.name}, {first.price}"}, subtask))
+        plan.append(answer(f"{first.name}, price {first.price}"))
+        return TaskDraft(
+            "shop.short_category",
+            f"On {self.brand}, which product does the {category} category list first, and what is its price?",
+            [FactGroup(f"the first product of {category} and its price",
+                       [Fact(first.name, "text", vocab="product_name"), Fact(first.price, "number")])],
+            plan,
+        )
+
     def _cheapest_task(self, rng: random.Random) -> TaskDraft:
         """Compare several products of one category and report the cheapest one's code."""
         category = rng.choice(self.categories)
