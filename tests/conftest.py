@@ -55,12 +55,14 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.getoption("--slow"):
-        return
     skip = pytest.mark.skip(reason="a long check: run with --slow")
     for item in items:
-        if "slow" in item.keywords:
+        if "slow" in item.keywords and not config.getoption("--slow"):
             item.add_marker(skip)
+        # under pytest-xdist (-n 2 --dist loadgroup), the tests that read the session's short
+        # run go to one worker, so it is made once rather than once per worker
+        if "short_run_process" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("short_run"))
 
 
 def main_py(workdir, *flags):
