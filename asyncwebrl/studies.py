@@ -106,8 +106,9 @@ def has_key(config, key: str) -> bool:
 
 def flag_value(value) -> str:
     """A config value as absl's --config.key= reads it back."""
-    if isinstance(value, tuple):
-        return "(" + ",".join(flag_value(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, tuple):   # strings quoted: absl reads (short,) as one string, ("short",) as a tuple
+        items = [json.dumps(v) if isinstance(v, str) else flag_value(v) for v in value]
+        return "(" + ",".join(items) + ("," if len(value) == 1 else "") + ")"
     return str(value)
 
 

@@ -1,6 +1,7 @@
 """The study runner (asyncwebrl/studies.py): a study file's arms and seeds become main.py
 runs, each in its own workdir, and one report reads them all."""
 
+import ast
 import json
 import os
 
@@ -58,6 +59,8 @@ def test_an_arm_and_seed_become_one_main_py_command(tmp_path):
     assert line[2].endswith("configs/default.py:bare") and "--workdir=/out/async/seed0" in line
     assert line[-3:] == ["--config.agent.train_step_limits=(2,3,4)", "--config.rl.eta=1", "--config.seed=0"]
     assert studies.flag_value((5,)) == "(5,)"
+    # strings in a tuple stay strings (absl reads an unquoted (short,) as the one string "(short,)")
+    assert ast.literal_eval(studies.flag_value(("short",))) == ("short",)
 
 
 def test_every_arm_runs_in_a_workdir_of_its_own_and_one_report_reads_them(tmp_path):
