@@ -2,7 +2,7 @@
 (run_episodes, http driver) on chosen unseen tasks and dump every step: the decoded prompt
 the model saw (model) or would see (oracle, rebuilt by encode_step), response, action, error.
 
-usage: run_diag.py POLICY OUT.jsonl [selection]
+usage: [MODEL_PATH=checkpoint] run_diag.py POLICY OUT.jsonl [selection]
   selection: "eval60" (the 60 tasks of eval.num_tasks=60, seed 0) or "all:TEMPLATE,TEMPLATE"
 """
 import json, os, sys, time
@@ -21,6 +21,7 @@ from asyncwebrl.web.tasks import generate_tasks, select_balanced
 
 policy, out, selection = sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "eval60"
 config = get_config()
+config.model.path = os.environ.get("MODEL_PATH", config.model.path)   # another checkpoint than the shipped one
 config.policy = policy
 config.eval.split = "unseen"
 config.eval.num_tasks = 60
