@@ -55,6 +55,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
+from benchmarks.warm_start import step_row  # noqa: E402  (a supervised step row: one definition)
+
 FORMATS = ("before", "after")
 MAX_ID = 40
 
@@ -164,15 +166,6 @@ class Rows:
             raise ValueError(f"the response's id tokens spell {spelled!r}, not {target_id}")
         return {"prompt": prompt, "response": np.asarray(ids + [self.processor.special.eos], np.int32),
                 "id_start": first, "id_digits": len(spelled), "target_id": target_id, "case": case}
-
-
-def step_row(prompt, response, processor):
-    from asyncwebrl.learner.packing import StepRow
-
-    return StepRow(prompt_ids=prompt, response_ids=response,
-                   pixel_values=np.zeros((0, processor.still_patch_dim), np.uint8),
-                   image_grid_thw=np.zeros((0, 3), np.int64), behave_logprobs=np.zeros(len(response), np.float32),
-                   versions=np.zeros(len(response), np.int32), advantage=0.0)
 
 
 class IdProbe:

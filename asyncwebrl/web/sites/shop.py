@@ -347,10 +347,11 @@ class ShopSite(Site):
     def _short_category(self, category: str) -> TaskDraft:
         """Open the category the task names (among the menu's or the Departments page's
         category links) and read the first product its listing shows."""
-        first, subtask = self.in_category(category)[0], f"browse_{content.slug(category).replace('-', '_')}"
+        first, stem = self.in_category(category)[0], content.slug(category).replace("-", "_")
+        subtask = f"browse_{stem}"
         plan = [click("departments", "Open the Departments page.", subtask)] if self.look.departments_page else []
         plan.append(click(f"cat:{content.slug(category)}", f'Open the "{category}" category.', subtask))
-        plan.append(note({f"{subtask[7:]}_first": f"{first.name}, {first.price}"}, subtask))
+        plan.append(note({f"{stem}_first": f"{first.name}, {first.price}"}, subtask))
         plan.append(answer(f"{first.name}, price {first.price}"))
         return TaskDraft(
             "shop.short_category",
