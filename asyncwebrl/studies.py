@@ -2,6 +2,7 @@
 then one report.
 
     python -m asyncwebrl.studies run configs/studies/update_steps.py --out runs/studies/steps --parallel 2
+    python -m asyncwebrl.studies curve configs/studies/async_sync.py --out runs/studies/async_sync --parallel 2
     python -m asyncwebrl.studies report configs/studies/update_steps.py --out runs/studies/steps
 
 A study is a Python file (configs/studies/) with four names: BASE, the config file every
@@ -17,6 +18,12 @@ and each seed's change; task by task, the tasks solved only after and only befor
 between every two arms, with the exact sign test's p), OUT/report.json (the same, for
 notebooks) and OUT/report.png (the policy's success over updates, and held-out success
 before and after, by arm).
+
+`curve` evaluates, greedy on the same held-out tasks, every checkpoint a finished run kept
+between its first and last update (a study keeps them with train.keep_checkpoints), into
+W/heldout/update<u>/: the report then sets held-out success against the RL phase's wall clock
+and the episodes collected (the asynchronous-against-synchronous question: which arm gets
+there sooner), not only before against after.
 
 report.json also gives each arm's keys and the SETTINGS it ran with, so that a reader can
 set arms that differ in one setting alone side by side (paired_arms). Notebooks read it
@@ -130,45 +137,106 @@ def run(study: Study, out: str, parallel: int = 1) -> list[tuple[str, int, int]]
     """Every (arm, seed) not yet finished, `parallel` at a time; returns (arm, seed, exit code)."""
     out = os.path.abspath(out)   # the runs start in the repository's root
     pending = [(arm, seed) for arm in study.arms for seed in study.seeds if not finished(out, arm, seed)]
+    print(f"[study] {study.name}: {len(pending)} of {len(study.arms) * len(study.seeds)} runs to go, "
+          f"{parallel} at a time", flush=True)
+    jobs = [Job(f"{arm} seed {seed}", command(study, arm, seed, out), workdir(out, arm, seed), (arm, seed))
+            for arm, seed in pending]
+    # each run checkpoints on SIGTERM and resumes on the next `run`
+    return [(*job.key, code) for job, code in run_jobs(jobs, parallel, "`run` again resumes them")]
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    label: str          # for the progress lines
+    argv: list          # the main.py command
+    directory: str      # where it logs (main.log)
+    key: tuple          # what the caller knows it by
+
+
+def run_jobs(jobs: list[Job], parallel: int, on_stop: str) -> list[tuple[Job, int]]:
+    """Run the jobs `parallel` at a time, each logging to its directory's main.log; returns
+    (job, exit code) as each ends. SIGTERM or Ctrl-C stops the running ones (main.py
+    checkpoints on SIGTERM) and waits for them; `on_stop` says what then resumes them."""
     env = dict(os.environ)
     if parallel > 1:   # JAX takes 75% of a GPU's memory per process by default: runs sharing one get a share each
         env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{0.9 / parallel:.2f}")
-    print(f"[study] {study.name}: {len(pending)} of {len(study.arms) * len(study.seeds)} runs to go, "
-          f"{parallel} at a time", flush=True)
-    running, results = {}, []
+    pending, running, results = list(jobs), {}, []
     previous_handler = signal.signal(signal.SIGTERM, _raise_stop)
     try:
         while pending or running:
             while pending and len(running) < parallel:
-                arm, seed = pending.pop(0)
-                os.makedirs(workdir(out, arm, seed), exist_ok=True)
-                log = open(os.path.join(workdir(out, arm, seed), "main.log"), "a")
-                process = subprocess.Popen(command(study, arm, seed, out), cwd=ROOT, env=env, stdout=log,
-                                           stderr=subprocess.STDOUT)
-                running[process] = (arm, seed, log, time.monotonic())
+                job = pending.pop(0)
+                os.makedirs(job.directory, exist_ok=True)
+                log = open(os.path.join(job.directory, "main.log"), "a")
+                process = subprocess.Popen(job.argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+                running[process] = (job, log, time.monotonic())
             time.sleep(1.0)
             for process in [p for p in running if p.poll() is not None]:
-                arm, seed, log, started = running.pop(process)
+                job, log, started = running.pop(process)
                 log.close()
-                results.append((arm, seed, process.returncode))
-                print(f"[study] {arm} seed {seed}: exit {process.returncode} after {time.monotonic() - started:.0f} s "
-                      f"({workdir(out, arm, seed)}/main.log)", flush=True)
+                results.append((job, process.returncode))
+                print(f"[study] {job.label}: exit {process.returncode} after {time.monotonic() - started:.0f} s "
+                      f"({job.directory}/main.log)", flush=True)
     except (KeyboardInterrupt, _Stop):
-        # each run checkpoints on SIGTERM and resumes on the next `run`: stop them, and wait
-        print(f"[study] stopping {len(running)} running run(s); `run` again resumes them", flush=True)
+        print(f"[study] stopping {len(running)} running job(s); {on_stop}", flush=True)
         for process in running:
             process.terminate()
-        for process, (arm, seed, log, _) in running.items():
-            try:   # a run finishes its update in progress before it checkpoints
+        for process, (job, log, _) in running.items():
+            try:   # a training run finishes its update in progress before it checkpoints
                 code = process.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:
                 process.kill()
                 code = process.wait()
-            results.append((arm, seed, code))
+            results.append((job, code))
             log.close()
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
     return results
+
+
+# W/heldout/update<u>/eval.json: the held-out evaluation of the checkpoint run W saved at update u
+HELD_OUT_CURVE = "heldout"
+
+
+def kept_updates(directory: str) -> list[int]:
+    """The updates whose checkpoints run `directory` kept (orbax names a step's folder by its
+    number; the steps are updates), oldest first."""
+    folder = os.path.join(directory, "checkpoints")
+    if not os.path.isdir(folder):
+        return []
+    return sorted(int(name) for name in os.listdir(folder) if name.isdigit())
+
+
+def curve_command(study: Study, arm: str, seed: int, out: str, update: int) -> list[str]:
+    """The run's own main.py command turned into a greedy evaluation of its checkpoint at
+    `update`, on the same held-out tasks (a seed draws them whatever the mode)."""
+    run_dir = workdir(out, arm, seed)
+    line = [part for part in command(study, arm, seed, out) if not part.startswith("--workdir=")]
+    return [*line, "--mode=eval", f"--workdir={os.path.join(run_dir, HELD_OUT_CURVE, f'update{update}')}",
+            "--config.policy=model", f"--config.model.checkpoint={os.path.join(run_dir, 'checkpoints')}",
+            f"--config.model.checkpoint_step={update}"]
+
+
+def curve(study: Study, out: str, parallel: int = 1) -> list[tuple[str, int, int, int]]:
+    """Evaluate every finished run's kept checkpoints between its first and last update (those
+    two are its eval_before.json and eval.json) that have no evaluation yet, `parallel` at a
+    time: the held-out success over training, which the report sets against the RL phase's
+    wall clock and the episodes collected. A study keeps them with train.keep_checkpoints
+    (train.checkpoint_every apart). Returns (arm, seed, update, exit code)."""
+    out = os.path.abspath(out)
+    jobs = []
+    for arm in study.arms:
+        for seed in study.seeds:
+            summary = _read_json(os.path.join(workdir(out, arm, seed), "summary.json"))
+            if summary is None:
+                continue
+            for update in kept_updates(workdir(out, arm, seed)):
+                evaluated = os.path.join(workdir(out, arm, seed), HELD_OUT_CURVE, f"update{update}", "eval.json")
+                if 0 < update < summary["updates"] and not os.path.exists(evaluated):
+                    jobs.append(Job(f"{arm} seed {seed} update {update}", curve_command(study, arm, seed, out, update),
+                                    os.path.dirname(evaluated), (arm, seed, update)))
+    print(f"[study] {study.name}: {len(jobs)} checkpoints to evaluate, {parallel} at a time", flush=True)
+    return [(*job.key, code) for job, code in run_jobs(jobs, parallel, "`curve` again evaluates the rest")]
 
 
 class _Stop(Exception):
@@ -238,7 +306,8 @@ def arm_report(out: str, arm: str, seeds) -> dict:
         before, after = (_read_json(os.path.join(directory, name)) for name in ("eval_before.json", "eval.json"))
         runs.append({"seed": seed, "summary": summary, "metrics": read_metrics(os.path.join(directory, "metrics.jsonl")),
                      "before": _successes(before), "after": _successes(after),
-                     "tasks_before": (before or {}).get("task_success"), "tasks_after": (after or {}).get("task_success")})
+                     "tasks_before": (before or {}).get("task_success"), "tasks_after": (after or {}).get("task_success"),
+                     "evaluated": _evaluations_by_update(directory, summary, before, after)})
     changes = [r["summary"]["success_after"] - r["summary"]["success_before"] for r in runs
                if r["summary"].get("success_after") is not None and r["summary"].get("success_before") is not None]
     curves, walls, dynamics = {}, {}, {key: {} for key in DYNAMICS}
@@ -268,6 +337,9 @@ def arm_report(out: str, arm: str, seeds) -> dict:
         "per_seed": [{"seed": r["seed"], **{key: r["summary"].get(key) for key in (
             "success_before", "interval_95_before", "success_after", "interval_95_after")}} for r in runs],
         "collected_success_by_update": {u: _mean(v) for u, v in sorted(curves.items())},
+        # held-out success at each update some seed evaluated (0, the last, and the checkpoints
+        # `curve` evaluated), pooled over the seeds that did, with their RL wall clock and episodes
+        "held_out_by_update": _held_out_curve(runs),
         "wall_seconds_by_update": {u: _mean(v) for u, v in sorted(walls.items())},   # the RL phase's clock (metrics.jsonl wall_seconds)
         "steps_per_episode": _mean([r["summary"].get("steps_per_episode") for r in runs]),
         "response_tokens_per_step": _mean([r["summary"].get("mean_response_tokens_per_step_after") for r in runs]),
@@ -283,6 +355,47 @@ def arm_report(out: str, arm: str, seeds) -> dict:
         "dynamics_by_update": {key: {u: _mean(v) for u, v in sorted(by_update.items())}
                                for key, by_update in dynamics.items()},
     }
+
+
+def _evaluations_by_update(directory: str, summary: dict, before: dict | None, after: dict | None) -> dict:
+    """update -> the run's held-out eval.json at that update: before RL (0), after its last
+    update, and each checkpoint `curve` evaluated in between. A checkpoint evaluated on other
+    tasks than the run's own (another eval.num_tasks or seed) is refused, naming both."""
+    evaluations = {0: before}
+    if summary.get("updates"):
+        evaluations[summary["updates"]] = after
+    for update in sorted(set(kept_updates(directory)) | _curve_updates(directory)):
+        path = os.path.join(directory, HELD_OUT_CURVE, f"update{update}", "eval.json")
+        evaluation = _read_json(path)
+        if evaluation is None or update in evaluations:
+            continue
+        if before is not None and set(evaluation.get("task_success") or ()) != set(before.get("task_success") or ()):
+            raise ValueError(f"{path}: evaluated other tasks than {directory}/eval_before.json")
+        evaluations[update] = evaluation
+    return {update: evaluation for update, evaluation in sorted(evaluations.items()) if evaluation is not None}
+
+
+def _curve_updates(directory: str) -> set[int]:
+    folder = os.path.join(directory, HELD_OUT_CURVE)
+    names = os.listdir(folder) if os.path.isdir(folder) else ()
+    return {int(name[len("update"):]) for name in names if name.startswith("update") and name[len("update"):].isdigit()}
+
+
+def _held_out_curve(runs: list[dict]) -> list[dict]:
+    """One point per update some run evaluated: success pooled over the seeds that evaluated
+    it (`seeds` says which; `episodes` are the evaluated ones), and the mean over them of the RL
+    phase's wall clock and of the episodes collected by then (0 and 0 before RL)."""
+    points = []
+    for update in sorted({u for r in runs for u in r["evaluated"]}):
+        having = [r for r in runs if update in r["evaluated"]]
+        logged = [next((m for m in r["metrics"] if m.get("phase") == "rl" and m.get("update") == update), {})
+                  for r in having]
+        points.append({"update": update, "seeds": [r["seed"] for r in having],
+                       **_pooled([_successes(r["evaluated"][update]) for r in having
+                                  if _successes(r["evaluated"][update])]),
+                       "wall_seconds": 0.0 if update == 0 else _mean([m.get("wall_seconds") for m in logged]),
+                       "episodes_collected": 0 if update == 0 else _mean([m.get("episodes") for m in logged])})
+    return points
 
 
 def _by_seed_and_task(runs: list[dict], key: str) -> dict | None:
@@ -397,6 +510,13 @@ def markdown(study: Study, arms: list[dict], comparisons: list[dict] = ()) -> st
                   "| arms | tasks | solved by the first only | by the second only | p |", "|---|---|---|---|---|"]
         lines += [f"| {c['arms'][0]} vs {c['arms'][1]} | {c['tasks']} | {c['only_first']} | {c['only_second']} | "
                   f"{c['p_value']:.3g} |" for c in comparisons]
+    if any(len(arm["held_out_by_update"]) > 2 for arm in arms):
+        lines += ["", f"{_evaluated(arms).capitalize()} success over training (the checkpoints `curve` evaluated; "
+                  "RL wall clock and episodes collected by then, the mean over the seeds evaluated):", "",
+                  "| arm | update | seeds | success (pooled) | RL wall clock | episodes |", "|---|---|---|---|---|---|"]
+        lines += [f"| {arm['arm']} | {point['update']} | {len(point['seeds'])} | {_percent(point)} | "
+                  f"{_number(point['wall_seconds'], '.0f')} s | {_number(point['episodes_collected'], '.0f')} |"
+                  for arm in arms for point in arm["held_out_by_update"]]
     lines += ["", "Training dynamics, the mean over each run's updates, then over seeds:", "",
               "| arm | " + " | ".join(DYNAMICS.values()) + " |", "|---|" + "---|" * len(DYNAMICS)]
     for arm in arms:
@@ -414,8 +534,8 @@ def plot(arms: list[dict], path: str) -> None:
     from matplotlib.figure import Figure
 
     arms = [arm for arm in arms if arm["seeds_finished"]]   # an arm not yet run has nothing to draw
-    figure = Figure(figsize=(17, 9), layout="constrained")
-    (curves, clock, bars), over_training = figure.subplots(2, 3)
+    figure = Figure(figsize=(22, 9), layout="constrained")
+    (curves, clock, held_out_clock, bars), (*over_training, held_out_episodes) = figure.subplots(2, 4)
     for arm in arms:
         points, walls = arm["collected_success_by_update"], arm["wall_seconds_by_update"]
         curves.plot(list(points), list(points.values()), "-o", markersize=3, label=arm["arm"])
@@ -428,6 +548,7 @@ def plot(arms: list[dict], path: str) -> None:
     for axes in (curves, clock):
         axes.set_ylim(0, 1)
         axes.grid(alpha=0.3)
+    _plot_held_out(arms, held_out_clock, held_out_episodes)
     width = 0.38
     for i, arm in enumerate(arms):
         for offset, key, colour in ((-width / 2, "before", "#9aa5b1"), (width / 2, "after", "#2f6fb0")):
@@ -447,6 +568,28 @@ def plot(arms: list[dict], path: str) -> None:
         bars.legend(fontsize=8)
     _plot_dynamics(arms, over_training)
     figure.savefig(path, dpi=110)
+
+
+def _plot_held_out(arms: list[dict], clock, episodes) -> None:
+    """Held-out success at each evaluated update (95% interval as error bars), against the RL
+    phase's wall clock and against the episodes collected: which arm gets there sooner."""
+    for index, arm in enumerate(arms):
+        points = [p for p in arm["held_out_by_update"] if p["success"] is not None and p["wall_seconds"] is not None]
+        if not points:
+            continue
+        rates = [p["success"] for p in points]
+        errors = [[p["success"] - p["interval_95"][0] for p in points], [p["interval_95"][1] - p["success"] for p in points]]
+        for axes, xs in ((clock, [p["wall_seconds"] / 60 for p in points]), (episodes, [p["episodes_collected"] for p in points])):
+            axes.errorbar(xs, rates, yerr=errors, fmt="-o", markersize=3, capsize=2, color=f"C{index}", label=arm["arm"])
+    clock.set_title(f"{_evaluated(arms).capitalize()} success against the RL phase's wall clock")
+    clock.set_xlabel("minutes")
+    episodes.set_title(f"{_evaluated(arms).capitalize()} success against episodes collected")
+    episodes.set_xlabel("episodes")
+    for axes in (clock, episodes):
+        axes.set_ylim(0, 1)
+        axes.grid(alpha=0.3)
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(fontsize=8)
 
 
 # The second row of a study's plot: what the paper's findings are about, per update (mean
@@ -537,10 +680,11 @@ def load_report(out: str, study: str | None = None) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asyncwebrl.studies", description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=("run", "report"))
+    parser.add_argument("action", choices=("run", "curve", "report"),
+                        help="run: the runs not yet finished; curve: evaluate their kept checkpoints; then the report")
     parser.add_argument("study", help="a study file, e.g. configs/studies/update_steps.py")
     parser.add_argument("--out", required=True, help="the study's directory: one workdir per arm and seed")
-    parser.add_argument("--parallel", type=int, default=1, help="runs at once (run)")
+    parser.add_argument("--parallel", type=int, default=1, help="runs (run) or evaluations (curve) at once")
     parser.add_argument("--seeds", default="", help="a comma-separated subset of the study's seeds (default: all)")
     parser.add_argument("--arms", default="", help="a comma-separated subset of the study's arms (default: all)")
     args = parser.parse_args(argv)
@@ -559,10 +703,12 @@ def main(argv=None) -> int:
     failed = []
     if args.action == "run":
         failed = [(arm, seed) for arm, seed, code in run(study, args.out, args.parallel) if code != 0]
+    if args.action == "curve":
+        failed = [(arm, seed, update) for arm, seed, update, code in curve(study, args.out, args.parallel) if code != 0]
     report(study, args.out)
     print(open(os.path.join(args.out, "report.md")).read(), flush=True)
     if failed:
-        print(f"[study] failed runs: {failed}", file=sys.stderr)
+        print(f"[study] failed: {failed}", file=sys.stderr)
     return 1 if failed else 0
 
 

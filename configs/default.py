@@ -86,6 +86,7 @@ def bare() -> config_dict.ConfigDict:
     # tokenizer.json (e.g. assets/embedded, fitted to the local web); "" = the byte tokenizer
     config.model.tokenizer = ""
     config.model.checkpoint = ""  # --mode=eval: a training run's W/checkpoints (latest step's weights)
+    config.model.checkpoint_step = -1  # ... which of them: the update it was saved at (-1 = the latest readable)
     config.model.dtype = "float32"  # parameter storage; bfloat16 on accelerators
     config.model.compute_dtype = ""  # the matmuls' dtype ("" = model.dtype): bfloat16 over float32 parameters is mixed precision
     config.model.attention = "xla"  # xla | pallas (GPU kernels: flash attention, per-slot decode)

@@ -218,3 +218,53 @@ def test_the_report_compares_the_same_tasks_before_and_after_and_arms_with_each_
                                    "only_second": 0, "p_value": 0.001953}]
     markdown = open(os.path.join(out, "report.md")).read()
     assert "| a | 24 | 10 | 0 | 0.00195 |" in markdown and "| a vs b | 24 | 10 | 0 | 0.00195 |" in markdown
+
+
+def test_curve_evaluates_the_checkpoints_between_first_and_last_update_on_the_same_tasks(tmp_path):
+    """A run that kept its checkpoints: `curve` evaluates the one between update 0 and the
+    last (those two are eval_before.json and eval.json) with the run's own keys, and the report
+    sets held-out success at updates 0, 1, 2 against the run's RL wall clock; run again, it
+    has nothing left to do."""
+    flags = {**quick_flags(), "train.max_updates": "2", "train.checkpoint_every": "1", "train.keep_checkpoints": "3"}
+    path = write_study(tmp_path, STUDY.format(FLAGS=flags).replace('"sync": {"rl.eta": 0}, ', ""))
+    out = str(tmp_path / "study")
+    assert studies.main(["run", path, "--out", out]) == 0
+    run_dir = os.path.join(out, "async", "seed0")
+    assert studies.kept_updates(run_dir) == [0, 1, 2]
+    assert studies.main(["curve", path, "--out", out]) == 0
+    evaluated = json.load(open(os.path.join(run_dir, "heldout", "update1", "eval.json")))
+    before = json.load(open(os.path.join(run_dir, "eval_before.json")))
+    assert set(evaluated["task_success"]) == set(before["task_success"]) and evaluated["episodes"] == 1
+    config = json.load(open(os.path.join(run_dir, "heldout", "update1", "config.json")))
+    assert config["model"]["checkpoint_step"] == 1 and config["rl"]["eta"] == 1 and config["policy"] == "model"
+    arm = json.load(open(os.path.join(out, "report.json")))["arms"][0]
+    logged = {r["update"]: r for r in map(json.loads, open(os.path.join(run_dir, "metrics.jsonl")))
+              if r.get("phase") == "rl"}
+    assert [p["update"] for p in arm["held_out_by_update"]] == [0, 1, 2]
+    middle = arm["held_out_by_update"][1]
+    assert middle["seeds"] == [0] and middle["episodes"] == 1 and middle["wall_seconds"] == logged[1]["wall_seconds"]
+    assert middle["episodes_collected"] == logged[1]["episodes"] > 0
+    assert "| async | 1 | 1 |" in open(os.path.join(out, "report.md")).read()
+    assert studies.curve(studies.load_study(path), out) == []
+
+
+def test_a_curve_point_on_other_tasks_is_refused_and_points_pool_the_seeds_that_have_them(tmp_path):
+    out = str(tmp_path / "study")
+
+    def evaluate(path, tasks, solved):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        json.dump({"episodes": len(tasks), "success_rate": len(solved) / len(tasks),
+                   "task_success": {t: float(t in solved) for t in tasks}}, open(path, "w"))
+
+    tasks = ["t0", "t1", "t2", "t3"]
+    for seed in (0, 1):
+        run_dir = fake_run(out, "a", seed, loss={}, summary={"updates": 2, "success_before": 0.25, "success_after": 0.5})
+        evaluate(os.path.join(run_dir, "eval_before.json"), tasks, {"t0"})
+        evaluate(os.path.join(run_dir, "eval.json"), tasks, {"t0", "t1"})
+    evaluate(os.path.join(out, "a", "seed0", "heldout", "update1", "eval.json"), tasks, {"t0", "t1", "t2"})
+    points = studies.arm_report(out, "a", (0, 1))["held_out_by_update"]
+    assert [(p["update"], p["seeds"], p["success"], p["wall_seconds"]) for p in points] == [
+        (0, [0, 1], 0.25, 0.0), (1, [0], 0.75, 10.0), (2, [0, 1], 0.5, 30.0)]
+    evaluate(os.path.join(out, "a", "seed1", "heldout", "update1", "eval.json"), ["x0", "x1"], {"x0"})
+    with pytest.raises(ValueError, match="seed1/heldout/update1/eval.json: evaluated other tasks"):
+        studies.arm_report(out, "a", (0, 1))

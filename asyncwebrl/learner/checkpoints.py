@@ -61,6 +61,10 @@ class CheckpointStore:
     def latest_step(self) -> int | None:
         return self.manager.latest_step()
 
+    def steps(self) -> list[int]:
+        """The steps kept, oldest first."""
+        return sorted(self.manager.all_steps())
+
     def restore(self, template, step: int | None = None, *, set_aside_unreadable: bool = False):
         """(state, runtime, step) of the newest readable (or the given) checkpoint, or None
         if there is none.

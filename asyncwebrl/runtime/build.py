@@ -43,15 +43,20 @@ def build_model(config) -> tuple[nnx.Module, Processor]:
 
 
 def restore_trained(config, model: nnx.Module) -> nnx.Module:
-    """The model with the parameters of the latest checkpoint under config.model.checkpoint
-    (a training run's W/checkpoints), or unchanged when that key is empty."""
+    """The model with the parameters of a checkpoint under config.model.checkpoint (a training
+    run's W/checkpoints): the one saved at update config.model.checkpoint_step, or the latest
+    readable one (-1); unchanged when model.checkpoint is empty."""
     if not config.model.checkpoint:
         return model
     from asyncwebrl.learner.checkpoints import CheckpointStore
 
     learner = make_learner(config, model, "rl")   # the checkpoint holds a learner's whole state
     with CheckpointStore(config.model.checkpoint, keep=config.train.keep_checkpoints) as store:   # (only read)
-        restored = store.restore(learner.state)
+        step = config.model.checkpoint_step
+        if step >= 0 and step not in store.steps():
+            raise FileNotFoundError(f"model.checkpoint_step={step}: {config.model.checkpoint} holds the steps "
+                                    f"{store.steps()}")
+        restored = store.restore(learner.state, None if step < 0 else step)
     if restored is None:
         raise FileNotFoundError(f"no checkpoint under {config.model.checkpoint}")
     state, _, step = restored

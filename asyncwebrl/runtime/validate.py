@@ -24,6 +24,7 @@ MINIMUMS = {
     "rl.group_size": 2,               # the advantage is relative to the group
     "rl.groups_per_batch": 1,
     "rl.max_running_groups": 1,
+    "model.checkpoint_step": -1,      # -1 = the latest; an update number otherwise
 }
 CHOICES = {
     "loss.kind": LOSSES.keys(),       # a view, as SOURCES'; the warm start's "sft" is not one
