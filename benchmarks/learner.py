@@ -21,7 +21,9 @@ Model FLOPs per update (the MFU numerator; recomputation from remat is not count
   a segment of s tokens, halved when causal, x3 for training; s = each packed step row
   (attention never crosses rows), P = the image's patches for the vision tower.
 The denominator is the matmul peak in the compute dtype measured in the same run (an
-8192^3 product; 2048^3 on CPU) on one device, times the devices of --mesh.
+8192^3 product; 2048^3 on CPU) on one device, times the devices of --mesh. `mfu_datasheet`
+divides by the device's published dense bf16 peak instead, as MaxText quotes it (DATASHEET_BF16;
+null for a device or compute dtype without one).
 """
 
 from __future__ import annotations
@@ -54,6 +56,15 @@ from configs.default import bare  # noqa: E402
 RESPONSE_TOKENS = 240        # ~240 response tokens per step (docs/algorithm.md#memory-drift)
 # a 1280x720 screenshot under Qwen3-VL's processor (720 rounds to 704): 3,520 patches, 880 tokens
 SCREEN_GRID = (1, 44, 80)
+
+
+# Dense bf16 matmul peaks from the vendors' datasheets (without sparsity), by jax device_kind
+DATASHEET_BF16 = {"NVIDIA H200": 989e12, "NVIDIA H100 80GB HBM3": 989e12}
+
+
+def datasheet_mfu(flops_per_second: float, device_kind: str, compute_dtype: str, devices: int) -> float | None:
+    peak = DATASHEET_BF16.get(device_kind) if compute_dtype == "bfloat16" else None
+    return round(flops_per_second / (peak * devices), 4) if peak else None
 
 
 def measured_matmul_peak(dtype=jnp.bfloat16, size: int = 8192, repeats: int = 10) -> float:
@@ -197,6 +208,7 @@ def main() -> None:
         "achieved_tflops": round(flops_per_update / seconds / 1e12, 1),
         "devices": devices, "measured_peak_tflops": round(peak / 1e12, 3),
         "mfu": round(flops_per_update / seconds / (peak * devices), 4),
+        "mfu_datasheet": datasheet_mfu(flops_per_update / seconds, device.device_kind, args.compute_dtype, devices),
         "loss_finite": bool(np.isfinite(timings[-1][loss_kind(args.loss).objective])),
         "peak_memory_gib": round(memory["peak_bytes_in_use"] / 2**30, 1) if memory else None,
     }
