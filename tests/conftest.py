@@ -54,15 +54,27 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: a long check, run only with --slow")
 
 
+# Fixtures that run main.py or several processes, once per module (or session) that uses them
+SHARED_RUNS = ("short_run_process", "two_process_run", "marks")
+
+
+# tryfirst: pytest-xdist's worker reads the xdist_group marks in its own hook, which pytest
+# calls before a conftest's unless this one asks to go first (without it no mark took effect,
+# and each worker made the shared runs again: 290 s twice for tests/test_launch.py)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="a long check: run with --slow")
     for item in items:
         if "slow" in item.keywords and not config.getoption("--slow"):
             item.add_marker(skip)
-        # under pytest-xdist (-n 2 --dist loadgroup), the tests that read the session's short
-        # run go to one worker, so it is made once rather than once per worker
-        if "short_run_process" in getattr(item, "fixturenames", ()):
+        # under pytest-xdist (-n 2 --dist loadgroup), the tests that read a shared run go to one
+        # worker, so it is made once rather than once per worker: the session's short run (and
+        # what is built on it) in one group, each module's own run in a group of that module
+        fixtures = getattr(item, "fixturenames", ())
+        if "short_run_process" in fixtures:
             item.add_marker(pytest.mark.xdist_group("short_run"))
+        elif any(name in fixtures for name in SHARED_RUNS):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 def main_py(workdir, *flags):
