@@ -364,7 +364,7 @@ def _evaluations_by_update(directory: str, summary: dict, before: dict | None, a
     evaluations = {0: before}
     if summary.get("updates"):
         evaluations[summary["updates"]] = after
-    for update in sorted(set(kept_updates(directory)) | _curve_updates(directory)):
+    for update in sorted(_curve_updates(directory)):
         path = os.path.join(directory, HELD_OUT_CURVE, f"update{update}", "eval.json")
         evaluation = _read_json(path)
         if evaluation is None or update in evaluations:
