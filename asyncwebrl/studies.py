@@ -232,7 +232,7 @@ def curve(study: Study, out: str, parallel: int = 1) -> list[tuple[str, int, int
                 continue
             for update in kept_updates(workdir(out, arm, seed)):
                 evaluated = os.path.join(workdir(out, arm, seed), HELD_OUT_CURVE, f"update{update}", "eval.json")
-                if 0 < update < summary["updates"] and not os.path.exists(evaluated):
+                if 0 < update < summary.get("updates", 0) and not os.path.exists(evaluated):
                     jobs.append(Job(f"{arm} seed {seed} update {update}", curve_command(study, arm, seed, out, update),
                                     os.path.dirname(evaluated), (arm, seed, update)))
     print(f"[study] {study.name}: {len(jobs)} checkpoints to evaluate, {parallel} at a time", flush=True)
@@ -369,7 +369,8 @@ def _evaluations_by_update(directory: str, summary: dict, before: dict | None, a
         evaluation = _read_json(path)
         if evaluation is None or update in evaluations:
             continue
-        if before is not None and set(evaluation.get("task_success") or ()) != set(before.get("task_success") or ()):
+        tasks, tasks_before = (e.get("task_success") if e else None for e in (evaluation, before))
+        if tasks is not None and tasks_before is not None and set(tasks) != set(tasks_before):
             raise ValueError(f"{path}: evaluated other tasks than {directory}/eval_before.json")
         evaluations[update] = evaluation
     return {update: evaluation for update, evaluation in sorted(evaluations.items()) if evaluation is not None}
@@ -388,14 +389,25 @@ def _held_out_curve(runs: list[dict]) -> list[dict]:
     points = []
     for update in sorted({u for r in runs for u in r["evaluated"]}):
         having = [r for r in runs if update in r["evaluated"]]
-        logged = [next((m for m in r["metrics"] if m.get("phase") == "rl" and m.get("update") == update), {})
-                  for r in having]
+        logged = [_update_record(r["metrics"], update) for r in having]
         points.append({"update": update, "seeds": [r["seed"] for r in having],
                        **_pooled([_successes(r["evaluated"][update]) for r in having
                                   if _successes(r["evaluated"][update])]),
                        "wall_seconds": 0.0 if update == 0 else _mean([m.get("wall_seconds") for m in logged]),
                        "episodes_collected": 0 if update == 0 else _mean([m.get("episodes") for m in logged])})
     return points
+
+
+def _update_record(metrics: list[dict], update: int) -> dict:
+    """The metrics line of an RL update, the last one written (a run resumed from an earlier
+    checkpoint logs the updates after it again), without its wall clock if the run's RL clock
+    ever restarted (it starts at 0 in each process that resumes: such a run's times are not
+    comparable with a run's that went through)."""
+    rl = [m for m in metrics if m.get("phase") == "rl"]
+    record = next((m for m in reversed(rl) if m.get("update") == update), {})
+    walls = [m.get("wall_seconds") for m in rl if m.get("wall_seconds") is not None]
+    restarted = any(later < earlier for earlier, later in zip(walls, walls[1:]))
+    return {**record, "wall_seconds": None} if restarted else record
 
 
 def _by_seed_and_task(runs: list[dict], key: str) -> dict | None:
@@ -571,10 +583,13 @@ def plot(arms: list[dict], path: str) -> None:
 
 
 def _plot_held_out(arms: list[dict], clock, episodes) -> None:
-    """Held-out success at each evaluated update (95% interval as error bars), against the RL
-    phase's wall clock and against the episodes collected: which arm gets there sooner."""
+    """Held-out success at each update that every finished seed evaluated (95% interval as error
+    bars), against the RL phase's wall clock and against the episodes collected: which arm
+    gets there sooner. (The report's table also gives the points fewer seeds evaluated.)"""
     for index, arm in enumerate(arms):
-        points = [p for p in arm["held_out_by_update"] if p["success"] is not None and p["wall_seconds"] is not None]
+        # one line a set of seeds: the points every finished seed of the arm evaluated
+        points = [p for p in arm["held_out_by_update"] if p["success"] is not None and p["wall_seconds"] is not None
+                  and p["seeds"] == arm["seeds_finished"]]
         if not points:
             continue
         rates = [p["success"] for p in points]

@@ -237,6 +237,8 @@ def test_curve_evaluates_the_checkpoints_between_first_and_last_update_on_the_sa
     assert set(evaluated["task_success"]) == set(before["task_success"]) and evaluated["episodes"] == 1
     config = json.load(open(os.path.join(run_dir, "heldout", "update1", "config.json")))
     assert config["model"]["checkpoint_step"] == 1 and config["rl"]["eta"] == 1 and config["policy"] == "model"
+    assert "model: checkpoint 1 (version 1)" in open(os.path.join(run_dir, "heldout", "update1", "main.log")).read()
+    assert os.listdir(os.path.join(run_dir, "heldout")) == ["update1"]   # 0 and 2 are the run's own evaluations
     arm = json.load(open(os.path.join(out, "report.json")))["arms"][0]
     logged = {r["update"]: r for r in map(json.loads, open(os.path.join(run_dir, "metrics.jsonl")))
               if r.get("phase") == "rl"}
@@ -265,6 +267,11 @@ def test_a_curve_point_on_other_tasks_is_refused_and_points_pool_the_seeds_that_
     points = studies.arm_report(out, "a", (0, 1))["held_out_by_update"]
     assert [(p["update"], p["seeds"], p["success"], p["wall_seconds"]) for p in points] == [
         (0, [0, 1], 0.25, 0.0), (1, [0], 0.75, 10.0), (2, [0, 1], 0.5, 30.0)]
+    with open(os.path.join(out, "a", "seed0", "metrics.jsonl"), "a") as f:   # resumed at update 2: its clock restarts
+        f.write(json.dumps({"phase": "rl", "update": 2, "wall_seconds": 5.0, "episodes": 9}) + "\n")
+    points = studies.arm_report(out, "a", (0, 1))["held_out_by_update"]
+    assert [(p["update"], p["wall_seconds"], p["episodes_collected"]) for p in points] == [
+        (0, 0.0, 0), (1, None, None), (2, 30.0, 9.0)]   # seed 0's clock dropped; its last update 2 counted
     evaluate(os.path.join(out, "a", "seed1", "heldout", "update1", "eval.json"), ["x0", "x1"], {"x0"})
     with pytest.raises(ValueError, match="seed1/heldout/update1/eval.json: evaluated other tasks"):
         studies.arm_report(out, "a", (0, 1))

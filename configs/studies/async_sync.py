@@ -16,7 +16,7 @@ from configs.studies._h200 import ADAPT
 
 BASE = "configs/warm_start.py"
 FLAGS = {**ADAPT, "loss.kind": "grpo", "loss.normalizer": "const", "loss.decoupled": True,
-         "train.keep_checkpoints": 8}   # updates 0, 4, ..., 24
+         "train.keep_checkpoints": 10}   # updates 0, 4, ..., 24, and those a SIGTERM adds
 ARMS = {
     "async_eta2": {"rl.eta": 2},
     "sync_eta0": {"rl.eta": 0},
