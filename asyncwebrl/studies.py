@@ -401,11 +401,11 @@ def _held_out_curve(runs: list[dict]) -> list[dict]:
 def _update_record(metrics: list[dict], update: int) -> dict:
     """The metrics line of an RL update, the last one written (a run resumed from an earlier
     checkpoint logs the updates after it again), without its wall clock if the run's RL clock
-    ever restarted (it starts at 0 in each process that resumes: such a run's times are not
-    comparable with a run's that went through)."""
-    rl = [m for m in metrics if m.get("phase") == "rl"]
-    record = next((m for m in reversed(rl) if m.get("update") == update), {})
-    walls = [m.get("wall_seconds") for m in rl if m.get("wall_seconds") is not None]
+    goes back along its updates (runs resumed before the clock was checkpointed began again at
+    0: their times are not comparable with a run's that went through)."""
+    kept = {m["update"]: m for m in metrics if m.get("phase") == "rl" and m.get("update") is not None}
+    walls = [kept[u]["wall_seconds"] for u in sorted(kept) if kept[u].get("wall_seconds") is not None]
+    record = kept.get(update, {})
     restarted = any(later < earlier for earlier, later in zip(walls, walls[1:]))
     return {**record, "wall_seconds": None} if restarted else record
 

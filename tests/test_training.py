@@ -112,4 +112,8 @@ def test_interrupted_runs_resume_from_their_checkpoints(tmp_path):
         assert resumed[0]["update"] == saved + 1                                     # from the checkpoint
         assert [r["version"] for r in resumed] == [r["update"] for r in resumed]    # version restored
         assert resumed[0]["episodes"] > at_save["episodes"]                         # counters continue
+        # and so does the RL clock, from the time the checkpoint recorded
+        with open(os.path.join(workdir, "checkpoints", str(saved), "runtime", "metadata")) as f:
+            clock_at_save = json.load(f)["rl_seconds"]
+        assert resumed[0]["wall_seconds"] > clock_at_save >= at_save["wall_seconds"]
     assert rl_records(workdir)[-1]["update"] == 4 and checkpoint_steps(workdir)[-1] == 4

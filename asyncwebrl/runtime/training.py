@@ -8,8 +8,8 @@
     4. the held-out evaluation "after" and a closing summary (summary.json)
 
 A run restarted on the same workdir resumes from its latest checkpoint: parameters,
-optimiser state, version, the task sampler's position and the group counters come back
-(and the warm start and the "before" evaluation are not repeated). An unreadable newest
+optimiser state, version, the task sampler's position, the group counters and the RL clock
+(metrics' wall_seconds) come back (and the warm start and the "before" evaluation are not repeated). An unreadable newest
 checkpoint is reported and the one before it used; a workdir whose metrics show RL updates
 but which holds no checkpoint refuses to start from scratch unless config.train.restart.
 
@@ -256,7 +256,8 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
         config, learner=learner, engine=engine, policy=make_model_policy(config, engine, processor, store),
         environment=make_environment(config, web, store), store=store, processor=processor, tasks=train_tasks,
         sampler_state=own, counts=GroupCounts(**own["counts"]))
-    log = UpdateLog(config, run, checkpoints, orchestrator, updates_done=runtime["updates"])
+    log = UpdateLog(config, run, checkpoints, orchestrator, updates_done=runtime["updates"],
+                    rl_seconds_done=runtime.get("rl_seconds", 0.0))
     orchestrator.on_update = log.after_update
 
     with stop_on_signals(orchestrator), engine:
@@ -273,10 +274,14 @@ class UpdateLog:
     checkpoint every train.checkpoint_every updates and at the last."""
 
     def __init__(self, config, run: RunDirectory, checkpoints: CheckpointStore, orchestrator: Orchestrator,
-                 updates_done: int):
+                 updates_done: int, rl_seconds_done: float = 0.0):
         self.config, self.run, self.checkpoints, self.orchestrator = config, run, checkpoints, orchestrator
         self.progress = Progress(config.train.max_updates)
         self.started = time.monotonic()
+        # the RL clock (metrics' wall_seconds) of a resumed run goes on from its checkpoint's, so
+        # that a stopped and resumed run's updates stand at comparable times; the rates below
+        # are this process's own
+        self.rl_seconds_done = rl_seconds_done
         self.saved = updates_done                      # the update of the newest checkpoint
         counts = orchestrator.buffer.counts
         self.episodes_at_start = sum(distributed.gather([counts.episodes]))
@@ -321,13 +326,16 @@ class UpdateLog:
             "groups_dropped_uniform": counters["dropped_uniform"], "groups_dropped_too_few": counters["dropped_too_few"],
             "groups_rejected_stale": counters["rejected_stale"], "episodes_crashed": counters["episodes_crashed"],
             "screenshots_held": self.orchestrator.store.stats.entries,
-            "screenshot_bytes_held": self.orchestrator.store.stats.bytes_held, "wall_seconds": wall, "processes": processes,
+            "screenshot_bytes_held": self.orchestrator.store.stats.bytes_held,
+            "wall_seconds": self.rl_seconds_done + wall, "processes": processes,
         }
 
     def checkpoint(self, update: int) -> None:
         buffer = self.orchestrator.buffer
         processes = distributed.gather([{**buffer.sampler.state(), "counts": dataclasses.asdict(buffer.counts)}])
-        self.checkpoints.save(update, self.orchestrator.learner.state, {"updates": update, "processes": processes})
+        rl_seconds = self.rl_seconds_done + time.monotonic() - self.started
+        self.checkpoints.save(update, self.orchestrator.learner.state,
+                              {"updates": update, "processes": processes, "rl_seconds": rl_seconds})
         self.saved = update
 
     def close(self, updates: int) -> None:
