@@ -201,10 +201,13 @@ HELD_OUT_CURVE = "heldout"
 def kept_updates(directory: str) -> list[int]:
     """The updates whose checkpoints run `directory` kept (orbax names a step's folder by its
     number; the steps are updates), oldest first."""
-    folder = os.path.join(directory, "checkpoints")
-    if not os.path.isdir(folder):
-        return []
-    return sorted(int(name) for name in os.listdir(folder) if name.isdigit())
+    return sorted(_numbered(os.path.join(directory, "checkpoints")))
+
+
+def _numbered(folder: str, prefix: str = "") -> set[int]:
+    """N of every entry named prefix + N (N digits) in `folder` (none if it does not exist)."""
+    names = os.listdir(folder) if os.path.isdir(folder) else ()
+    return {int(name[len(prefix):]) for name in names if name.startswith(prefix) and name[len(prefix):].isdigit()}
 
 
 def curve_command(study: Study, arm: str, seed: int, out: str, update: int) -> list[str]:
@@ -227,11 +230,12 @@ def curve(study: Study, out: str, parallel: int = 1) -> list[tuple[str, int, int
     jobs = []
     for arm in study.arms:
         for seed in study.seeds:
-            summary = _read_json(os.path.join(workdir(out, arm, seed), "summary.json"))
+            run_dir = workdir(out, arm, seed)
+            summary = _read_json(os.path.join(run_dir, "summary.json"))
             if summary is None:
                 continue
-            for update in kept_updates(workdir(out, arm, seed)):
-                evaluated = os.path.join(workdir(out, arm, seed), HELD_OUT_CURVE, f"update{update}", "eval.json")
+            for update in kept_updates(run_dir):
+                evaluated = os.path.join(run_dir, HELD_OUT_CURVE, f"update{update}", "eval.json")
                 if 0 < update < summary.get("updates", 0) and not os.path.exists(evaluated):
                     jobs.append(Job(f"{arm} seed {seed} update {update}", curve_command(study, arm, seed, out, update),
                                     os.path.dirname(evaluated), (arm, seed, update)))
@@ -308,6 +312,7 @@ def arm_report(out: str, arm: str, seeds) -> dict:
                      "before": _successes(before), "after": _successes(after),
                      "tasks_before": (before or {}).get("task_success"), "tasks_after": (after or {}).get("task_success"),
                      "evaluated": _evaluations_by_update(directory, summary, before, after)})
+        runs[-1]["by_update"] = _records_by_update(runs[-1]["metrics"])
     changes = [r["summary"]["success_after"] - r["summary"]["success_before"] for r in runs
                if r["summary"].get("success_after") is not None and r["summary"].get("success_before") is not None]
     curves, walls, dynamics = {}, {}, {key: {} for key in DYNAMICS}
@@ -364,7 +369,7 @@ def _evaluations_by_update(directory: str, summary: dict, before: dict | None, a
     evaluations = {0: before}
     if summary.get("updates"):
         evaluations[summary["updates"]] = after
-    for update in sorted(_curve_updates(directory)):
+    for update in sorted(_numbered(os.path.join(directory, HELD_OUT_CURVE), "update")):
         path = os.path.join(directory, HELD_OUT_CURVE, f"update{update}", "eval.json")
         evaluation = _read_json(path)
         if evaluation is None or update in evaluations:
@@ -376,12 +381,6 @@ def _evaluations_by_update(directory: str, summary: dict, before: dict | None, a
     return {update: evaluation for update, evaluation in sorted(evaluations.items()) if evaluation is not None}
 
 
-def _curve_updates(directory: str) -> set[int]:
-    folder = os.path.join(directory, HELD_OUT_CURVE)
-    names = os.listdir(folder) if os.path.isdir(folder) else ()
-    return {int(name[len("update"):]) for name in names if name.startswith("update") and name[len("update"):].isdigit()}
-
-
 def _held_out_curve(runs: list[dict]) -> list[dict]:
     """One point per update some run evaluated: success pooled over the seeds that evaluated
     it (`seeds` says which; `episodes` are the evaluated ones), and the mean over them of the RL
@@ -389,7 +388,7 @@ def _held_out_curve(runs: list[dict]) -> list[dict]:
     points = []
     for update in sorted({u for r in runs for u in r["evaluated"]}):
         having = [r for r in runs if update in r["evaluated"]]
-        logged = [_update_record(r["metrics"], update) for r in having]
+        logged = [r["by_update"].get(update, {}) for r in having]
         points.append({"update": update, "seeds": [r["seed"] for r in having],
                        **_pooled([_successes(r["evaluated"][update]) for r in having
                                   if _successes(r["evaluated"][update])]),
@@ -398,16 +397,16 @@ def _held_out_curve(runs: list[dict]) -> list[dict]:
     return points
 
 
-def _update_record(metrics: list[dict], update: int) -> dict:
-    """The metrics line of an RL update, the last one written (a run resumed from an earlier
-    checkpoint logs the updates after it again), without its wall clock if the run's RL clock
-    goes back along its updates (runs resumed before the clock was checkpointed began again at
-    0: their times are not comparable with a run's that went through)."""
+def _records_by_update(metrics: list[dict]) -> dict:
+    """update -> a run's metrics line of that RL update, the last one written (a run resumed
+    from an earlier checkpoint logs the updates after it again), without wall clocks if the
+    run's RL clock goes back along its updates (runs resumed before the clock was checkpointed
+    began again at 0: their times are not comparable with a run's that went through)."""
     kept = {m["update"]: m for m in metrics if m.get("phase") == "rl" and m.get("update") is not None}
     walls = [kept[u]["wall_seconds"] for u in sorted(kept) if kept[u].get("wall_seconds") is not None]
-    record = kept.get(update, {})
-    restarted = any(later < earlier for earlier, later in zip(walls, walls[1:]))
-    return {**record, "wall_seconds": None} if restarted else record
+    if any(later < earlier for earlier, later in zip(walls, walls[1:])):
+        return {u: {**record, "wall_seconds": None} for u, record in kept.items()}
+    return kept
 
 
 def _by_seed_and_task(runs: list[dict], key: str) -> dict | None:

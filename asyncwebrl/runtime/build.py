@@ -52,10 +52,9 @@ def restore_trained(config, model: nnx.Module) -> nnx.Module:
 
     learner = make_learner(config, model, "rl")   # the checkpoint holds a learner's whole state
     with CheckpointStore(config.model.checkpoint, keep=config.train.keep_checkpoints) as store:   # (only read)
-        step = config.model.checkpoint_step
-        if step >= 0 and step not in store.steps():
-            raise FileNotFoundError(f"model.checkpoint_step={step}: {config.model.checkpoint} holds the steps "
-                                    f"{store.steps()}")
+        step, kept = config.model.checkpoint_step, store.steps()
+        if step >= 0 and step not in kept:
+            raise FileNotFoundError(f"model.checkpoint_step={step}: {config.model.checkpoint} holds the steps {kept}")
         restored = store.restore(learner.state, None if step < 0 else step)
     if restored is None:
         raise FileNotFoundError(f"no checkpoint under {config.model.checkpoint}")
