@@ -345,6 +345,8 @@ def arm_report(out: str, arm: str, seeds) -> dict:
         # held-out success at each update some seed evaluated (0, the last, and the checkpoints
         # `curve` evaluated), pooled over the seeds that did, with their RL wall clock and episodes
         "held_out_by_update": _held_out_curve(runs),
+        # the same for each seed alone: the plot draws these where not every seed evaluated a point
+        "held_out_by_seed": {r["seed"]: _held_out_curve([r]) for r in runs},
         "wall_seconds_by_update": {u: _mean(v) for u, v in sorted(walls.items())},   # the RL phase's clock (metrics.jsonl wall_seconds)
         "steps_per_episode": _mean([r["summary"].get("steps_per_episode") for r in runs]),
         "response_tokens_per_step": _mean([r["summary"].get("mean_response_tokens_per_step_after") for r in runs]),
@@ -584,8 +586,15 @@ def plot(arms: list[dict], path: str) -> None:
 def _plot_held_out(arms: list[dict], clock, episodes) -> None:
     """Held-out success at each update that every finished seed evaluated (95% interval as error
     bars), against the RL phase's wall clock and against the episodes collected: which arm
-    gets there sooner. (The report's table also gives the points fewer seeds evaluated.)"""
+    gets there sooner; each seed's own curve faint behind it where it has points between.
+    (The report's table also gives the points fewer seeds evaluated.)"""
     for index, arm in enumerate(arms):
+        # each seed's own curve, faint: the checkpoints `curve` evaluated for some seeds only
+        for seed_points in arm.get("held_out_by_seed", {}).values():
+            timed = [p for p in seed_points if p["success"] is not None and p["wall_seconds"] is not None]
+            if len(timed) > 2:
+                for axes, xs in ((clock, [p["wall_seconds"] / 60 for p in timed]), (episodes, [p["episodes_collected"] for p in timed])):
+                    axes.plot(xs, [p["success"] for p in timed], "-", marker=".", linewidth=0.8, alpha=0.35, color=f"C{index}")
         # one line a set of seeds: the points every finished seed of the arm evaluated
         points = [p for p in arm["held_out_by_update"] if p["success"] is not None and p["wall_seconds"] is not None
                   and p["seeds"] == arm["seeds_finished"]]
@@ -600,7 +609,7 @@ def _plot_held_out(arms: list[dict], clock, episodes) -> None:
     episodes.set_title(f"{_evaluated(arms).capitalize()} success against episodes collected")
     episodes.set_xlabel("episodes")
     for axes in (clock, episodes):
-        axes.set_ylim(0, 1)
+        axes.set_ylim(0, min(1.0, axes.get_ylim()[1]))   # from 0, up to the data: gains of a few points stay visible
         axes.grid(alpha=0.3)
         if axes.get_legend_handles_labels()[0]:
             axes.legend(fontsize=8)

@@ -267,6 +267,8 @@ def test_a_curve_point_on_other_tasks_is_refused_and_points_pool_the_seeds_that_
     points = studies.arm_report(out, "a", (0, 1))["held_out_by_update"]
     assert [(p["update"], p["seeds"], p["success"], p["wall_seconds"]) for p in points] == [
         (0, [0, 1], 0.25, 0.0), (1, [0], 0.75, 10.0), (2, [0, 1], 0.5, 30.0)]
+    by_seed = studies.arm_report(out, "a", (0, 1))["held_out_by_seed"]   # each seed's own curve, for the plot
+    assert [p["update"] for p in by_seed[0]] == [0, 1, 2] and [p["update"] for p in by_seed[1]] == [0, 2]
     with open(os.path.join(out, "a", "seed0", "metrics.jsonl"), "a") as f:   # resumed at update 2: its clock restarts
         f.write(json.dumps({"phase": "rl", "update": 2, "wall_seconds": 5.0, "episodes": 9}) + "\n")
     points = studies.arm_report(out, "a", (0, 1))["held_out_by_update"]
