@@ -55,7 +55,7 @@ def pytest_configure(config):
 
 
 # Fixtures that run main.py or several processes, once per module (or session) that uses them
-SHARED_RUNS = ("short_run_process", "two_process_run", "marks")
+SHARED_RUNS = ("short_run_process", "two_process_run", "marks", "study_run")
 
 
 # tryfirst: pytest-xdist's worker reads the xdist_group marks in its own hook, which pytest

@@ -42,10 +42,10 @@ def process_with_id(index: int, workdir: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def two_process_run(tmp_path_factory, short_run_process):
+def two_process_run(tmp_path_factory):
     """Two processes asked for up to 4 updates; after the second, SIGTERM reaches process 1
-    only. Runs after the suite's short run (conftest), whose compiled sampler functions the
-    processes then find in the compilation cache. Returns (workdir, the script's result)."""
+    only. Not tied to the suite's short run (conftest): under pytest-xdist the two go to
+    different workers, so neither waits for the other. Returns the run's workdir."""
     workdir = str(tmp_path_factory.mktemp("launch") / "run")
     flags = [f for f in QUICK if not f.startswith("--config.rl.groups_per_batch")]   # the script's: one per process
     flags.append("--config.learner.rows_per_microbatch=2")   # one row of every microbatch from each process

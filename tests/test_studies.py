@@ -63,14 +63,22 @@ def test_an_arm_and_seed_become_one_main_py_command(tmp_path):
     assert ast.literal_eval(studies.flag_value(("short",))) == ("short",)
 
 
-def test_every_arm_runs_in_a_workdir_of_its_own_and_one_report_reads_them(tmp_path):
-    study = studies.load_study(write_study(tmp_path, STUDY.format(FLAGS=quick_flags())))
-    out = str(tmp_path / "study")
-    assert studies.main(["run", write_study(tmp_path, STUDY.format(FLAGS=quick_flags())), "--out", out,
-                         "--parallel", "2"]) == 0
+@pytest.fixture(scope="module")
+def study_run(tmp_path_factory):
+    """(study file, out) of a real two-arm study run, each arm 2 updates with every
+    checkpoint kept: one run for the tests of `run`, `report` and `curve` below."""
+    folder = tmp_path_factory.mktemp("study")
+    flags = {**quick_flags(), "train.max_updates": "2", "train.checkpoint_every": "1", "train.keep_checkpoints": "3"}
+    path, out = write_study(folder, STUDY.format(FLAGS=flags)), str(folder / "study")
+    assert studies.main(["run", path, "--out", out, "--parallel", "2"]) == 0
+    return path, out
+
+
+def test_every_arm_runs_in_a_workdir_of_its_own_and_one_report_reads_them(study_run):
+    path, out = study_run
     for arm, eta in (("sync", 0), ("async", 1)):
         config = json.load(open(os.path.join(out, arm, "seed0", "config.json")))
-        assert config["rl"]["eta"] == eta and config["train"]["max_updates"] == 1
+        assert config["rl"]["eta"] == eta and config["train"]["max_updates"] == 2
     report = json.load(open(os.path.join(out, "report.json")))
     assert [arm["arm"] for arm in report["arms"]] == ["sync", "async"]
     for arm in report["arms"]:
@@ -85,7 +93,7 @@ def test_every_arm_runs_in_a_workdir_of_its_own_and_one_report_reads_them(tmp_pa
     assert "| sync | `rl.eta=0` | 1 |" in table and "| async | `rl.eta=1` | 1 |" in table
     assert open(os.path.join(out, "report.png"), "rb").read(4) == b"\x89PNG"
     # finished runs are not run again
-    assert studies.run(study, out, parallel=2) == []
+    assert studies.run(studies.load_study(path), out, parallel=2) == []
 
 
 def test_a_stopped_study_stops_its_runs_and_waits_for_their_checkpoints(tmp_path, monkeypatch):
@@ -220,18 +228,15 @@ def test_the_report_compares_the_same_tasks_before_and_after_and_arms_with_each_
     assert "| a | 24 | 10 | 0 | 0.00195 |" in markdown and "| a vs b | 24 | 10 | 0 | 0.00195 |" in markdown
 
 
-def test_curve_evaluates_the_checkpoints_between_first_and_last_update_on_the_same_tasks(tmp_path):
+def test_curve_evaluates_the_checkpoints_between_first_and_last_update_on_the_same_tasks(study_run):
     """A run that kept its checkpoints: `curve` evaluates the one between update 0 and the
     last (those two are eval_before.json and eval.json) with the run's own keys, and the report
     sets held-out success at updates 0, 1, 2 against the run's RL wall clock; run again, it
     has nothing left to do."""
-    flags = {**quick_flags(), "train.max_updates": "2", "train.checkpoint_every": "1", "train.keep_checkpoints": "3"}
-    path = write_study(tmp_path, STUDY.format(FLAGS=flags).replace('"sync": {"rl.eta": 0}, ', ""))
-    out = str(tmp_path / "study")
-    assert studies.main(["run", path, "--out", out]) == 0
+    path, out = study_run
     run_dir = os.path.join(out, "async", "seed0")
     assert studies.kept_updates(run_dir) == [0, 1, 2]
-    assert studies.main(["curve", path, "--out", out]) == 0
+    assert studies.main(["curve", path, "--out", out, "--parallel", "2"]) == 0
     evaluated = json.load(open(os.path.join(run_dir, "heldout", "update1", "eval.json")))
     before = json.load(open(os.path.join(run_dir, "eval_before.json")))
     assert set(evaluated["task_success"]) == set(before["task_success"]) and evaluated["episodes"] == 1
@@ -239,7 +244,8 @@ def test_curve_evaluates_the_checkpoints_between_first_and_last_update_on_the_sa
     assert config["model"]["checkpoint_step"] == 1 and config["rl"]["eta"] == 1 and config["policy"] == "model"
     assert "model: checkpoint 1 (version 1)" in open(os.path.join(run_dir, "heldout", "update1", "main.log")).read()
     assert os.listdir(os.path.join(run_dir, "heldout")) == ["update1"]   # 0 and 2 are the run's own evaluations
-    arm = json.load(open(os.path.join(out, "report.json")))["arms"][0]
+    assert os.listdir(os.path.join(out, "sync", "seed0", "heldout")) == ["update1"]   # every arm's runs
+    arm = json.load(open(os.path.join(out, "report.json")))["arms"][1]
     logged = {r["update"]: r for r in map(json.loads, open(os.path.join(run_dir, "metrics.jsonl")))
               if r.get("phase") == "rl"}
     assert [p["update"] for p in arm["held_out_by_update"]] == [0, 1, 2]
