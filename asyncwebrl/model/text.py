@@ -97,7 +97,7 @@ def _one_token_attention(q, keys, values, allowed):
     keys and values [B, K, S, H], allowed [B, S]; returns [B, K, G, H] in q's dtype.
     Both products are written as multiply-and-sum in float32 rather than as einsums: XLA's CPU
     backend made the weights x values einsum one single-threaded dot that took half of the
-    embedded model's decode step, and fuses this form over both cores, 1.6-2x faster a step
+    embedded model's decode step, and fuses this form over both cores, 2.0-2.4x faster a step
     (BENCHMARKS.md, "The sampler's decode step"). On the GPU the Pallas kernel decodes instead."""
     scores = jnp.sum(q.astype(jnp.float32)[:, :, :, None, :] * keys.astype(jnp.float32)[:, :, None], axis=-1)
     scores = jnp.where(allowed[:, None, None, :], scores * (q.shape[-1] ** -0.5), MASKED)   # [B, K, G, S]

@@ -327,15 +327,18 @@ class UpdateLog:
             "groups_rejected_stale": counters["rejected_stale"], "episodes_crashed": counters["episodes_crashed"],
             "screenshots_held": self.orchestrator.store.stats.entries,
             "screenshot_bytes_held": self.orchestrator.store.stats.bytes_held,
-            "wall_seconds": self.rl_seconds_done + wall, "processes": processes,
+            "wall_seconds": self.rl_clock(), "processes": processes,
         }
+
+    def rl_clock(self) -> float:
+        """Seconds of RL phase so far, those before a resume included."""
+        return self.rl_seconds_done + time.monotonic() - self.started
 
     def checkpoint(self, update: int) -> None:
         buffer = self.orchestrator.buffer
         processes = distributed.gather([{**buffer.sampler.state(), "counts": dataclasses.asdict(buffer.counts)}])
-        rl_seconds = self.rl_seconds_done + time.monotonic() - self.started
         self.checkpoints.save(update, self.orchestrator.learner.state,
-                              {"updates": update, "processes": processes, "rl_seconds": rl_seconds})
+                              {"updates": update, "processes": processes, "rl_seconds": self.rl_clock()})
         self.saved = update
 
     def close(self, updates: int) -> None:
