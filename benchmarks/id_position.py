@@ -1,6 +1,10 @@
 """Where the element id sits on a page-text line, and how fast a small model learns to
 click the link the instruction names: `[8] link "Oncology"` (before, the page text's
-format today, web/page_text.py) against `link "Oncology" [8]` (after).
+format today, web/page_text.py) against `link "Oncology" [8]` (after); and two more
+levers on the same rows: `quoted` (the instruction names the link in quotes, so the name is
+the same tokens in both places) and --prompt-weight (a language-model loss on the prompt
+beside the response's: the prompt states the task twice, so its second statement is a copy
+the model is trained to make, with the page's repeated lines).
 
     .venv/bin/python benchmarks/id_position.py --steps 150 --warmup-steps 15 --probe-every 50 \
         --out runs/id_position.jsonl   # 2 CPU cores: ~6 min a format, both one after the other
@@ -57,7 +61,12 @@ import numpy as np  # noqa: E402
 
 from benchmarks.warm_start import step_row  # noqa: E402  (a supervised step row: one definition)
 
-FORMATS = ("before", "after")
+# before / after: where the id sits on the line. quoted: the page as `before`, the instruction
+# naming the link in quotes as the page does (`Open the department "Oncology".`): the fitted
+# tokenizer spells a name after a space (" Oncology") and after a quote ("Oncology") as
+# different tokens, so only in `quoted` is the named label a token-for-token copy of the
+# instruction's
+FORMATS = ("before", "after", "quoted")
 MAX_ID = 40
 
 def name_pool() -> dict[str, list[str]]:
@@ -119,7 +128,7 @@ def make_case(rng: random.Random, names: list[tuple[str, str]]) -> dict:
 def page_line(role: str, text: str, element_id: int | None, fmt: str) -> str:
     if element_id is None:
         return text
-    return f'[{element_id}] {role} "{text}"' if fmt == "before" else f'{role} "{text}" [{element_id}]'
+    return f'{role} "{text}" [{element_id}]' if fmt == "after" else f'[{element_id}] {role} "{text}"'
 
 
 def render(case: dict, fmt: str) -> tuple[list[dict], str]:
@@ -127,7 +136,7 @@ def render(case: dict, fmt: str) -> tuple[list[dict], str]:
     system message) and the response (format_response, "action" format)."""
     from asyncwebrl.rollout.response import format_response
 
-    task = INSTRUCTION[case["kind"]].format(case["name"])
+    task = INSTRUCTION[case["kind"]].format(f'"{case["name"]}"' if fmt == "quoted" else case["name"])
     page = "\n".join(page_line(role, text, element_id, fmt) for role, text, element_id in case["lines"])
     intro = f"Task: {task}\n"   # (the real prompt's URLs left out: tokens a CPU run cannot spare)
     state = f"Step 1. Title: {case['org']} - {case['title']}\nPage:\n{page}\nTask: {task}"
@@ -336,7 +345,8 @@ def run(fmt: str, args, log, train_names, probes: dict[str, list[dict]]) -> list
     for step in range(1, args.steps + 1):
         encoded = [rows.encode(make_case(rng, train_names), fmt) for _ in range(args.rows_per_step)]
         lengths += [len(e["prompt"]) + len(e["response"]) for e in encoded]
-        measured = learner.update([step_row(e["prompt"], e["response"], processor) for e in encoded])
+        measured = learner.update([step_row(e["prompt"], e["response"], processor, args.prompt_weight)
+                                   for e in encoded])
         updating += measured["seconds"]
         if step % args.log_every == 0:
             log({"event": "step", "format": fmt, "step": step, "nll": round(float(measured["nll"]), 4),
@@ -360,6 +370,9 @@ def main() -> None:
     parser.add_argument("--rows-per-step", type=int, default=16)
     parser.add_argument("--row-length", type=int, default=256)
     parser.add_argument("--rows-per-microbatch", type=int, default=16)
+    parser.add_argument("--prompt-weight", type=float, default=0.0,
+                        help="the prompts' text tokens in the loss at this weight beside the response's "
+                             "(StepRow.prompt_weight; the logged nll then mixes both); 0: the response alone")
     parser.add_argument("--probe-microbatch", type=int, default=64, help="rows per forward pass of the probe")
     parser.add_argument("--probe-rows", type=int, default=256, help="rows per probe set (seen, unseen)")
     parser.add_argument("--probe-every", type=int, default=50)

@@ -154,13 +154,14 @@ def named_choice_rows(config, processor):
 # ---------------------------------------------------------------- the trainer
 
 
-def step_row(prompt, response, processor):
+def step_row(prompt, response, processor, prompt_weight: float = 0.0):
+    """A supervised step row (text only); prompt_weight: StepRow.prompt_weight."""
     from asyncwebrl.learner.packing import StepRow
 
     return StepRow(prompt_ids=prompt, response_ids=response,
                    pixel_values=np.zeros((0, processor.still_patch_dim), np.uint8),
                    image_grid_thw=np.zeros((0, 3), np.int64), behave_logprobs=np.zeros(len(response), np.float32),
-                   versions=np.zeros(len(response), np.int32), advantage=0.0)
+                   versions=np.zeros(len(response), np.int32), advantage=0.0, prompt_weight=prompt_weight)
 
 
 def action_of(response, processor) -> str:
@@ -243,6 +244,8 @@ def main() -> None:
     parser.add_argument("--text-budget", type=int, default=512, help="page text tokens shown per step")
     parser.add_argument("--row-length", type=int, default=1024)
     parser.add_argument("--rows-per-microbatch", type=int, default=16)
+    parser.add_argument("--prompt-weight", type=float, default=0.0, help="the prompts' text tokens in the loss at "
+                        "this weight beside the response's (StepRow.prompt_weight; 0: the response alone)")
     parser.add_argument("--buffer", type=int, default=20_000, help="newest rows kept to sample from")
     parser.add_argument("--reuse", type=float, default=1.0, help="rows used per row produced, on average: the "
                         "trainer takes rows_per_step / reuse new rows per step (above 1 when it outpaces the workers)")
@@ -343,7 +346,7 @@ def main() -> None:
             drain(max(0, min(args.rows_per_step, round(args.rows_per_step * (step + 1) / args.reuse) - produced)))
             seconds_waiting += time.perf_counter() - waited
             picked = rng.choice(len(buffer), min(args.rows_per_step, len(buffer)), replace=False)
-            batch = [step_row(*buffer[i], processor) for i in picked]
+            batch = [step_row(*buffer[i], processor, args.prompt_weight) for i in picked]
             used += len(batch)
             measured = learner.update(batch)
             seconds_updating += measured["seconds"]

@@ -438,6 +438,38 @@ def test_supervised_mode_learns_the_demonstrations():
     assert learner.version == 0  # warm-start steps are not RL updates
 
 
+def test_a_supervised_rows_prompt_weight_trains_its_prompt_text_and_rl_refuses_it():
+    """prompt_weight: the prompt's text targets join the loss at that weight (image
+    placeholders never do); the weight only changes where the response's loss stands; an RL
+    loss kind refuses such rows (it has no advantage for prompt tokens)."""
+    (row,) = make_rows(1, seed=2)   # a prompt with a screenshot between two runs of text
+    weighted = dataclasses.replace(row, prompt_weight=0.25)
+    (plain,), (mb,) = pack([row], SHAPE, CONFIG), pack([weighted], SHAPE, CONFIG)
+    p, n = len(row.prompt_ids), len(row.response_ids)
+    mask = np.asarray(mb.loss_mask[0])
+    np.testing.assert_array_equal(mask[p - 1:p - 1 + n], np.asarray(plain.loss_mask[0, p - 1:p - 1 + n]))
+    text_targets = [t for t in range(p - 1) if row.prompt_ids[t + 1] != CONFIG.image_token_id]
+    assert len(text_targets) < p - 1   # the placeholders are left out ...
+    assert np.flatnonzero(mask[:p - 1]).tolist() == text_targets   # ... and every text target is in
+    np.testing.assert_allclose(mask[text_targets], 0.25)
+    with pytest.raises(ValueError, match="prompt_weight"):
+        Learner(tiny_model(), settings()).update([weighted])
+
+    def prompt_nll(learner):
+        logp = np.asarray(target_logprobs(learner.model(), plain_text, 1.0, 128))[0]
+        return -logp[text_targets].mean()
+
+    (plain_text,) = pack([row], SHAPE, CONFIG)
+    trained = {}
+    for weight in (0.0, 1.0):
+        learner = Learner(tiny_model(), settings(loss=loss_settings(kind="sft")))
+        before = prompt_nll(learner)
+        for _ in range(8):
+            learner.update([dataclasses.replace(row, prompt_weight=weight)])
+        trained[weight] = prompt_nll(learner) - before
+    assert trained[1.0] < trained[0.0] - 0.5   # only the weighted prompt is learned
+
+
 def reinforce(logp, prox_logp, microbatch, settings):
     # a merged row's advantage is already its copies' sum: weigh it once (LossKind's contract)
     weighted = microbatch.advantages * (microbatch.loss_mask > 0)

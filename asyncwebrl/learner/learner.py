@@ -140,6 +140,10 @@ class Learner:
         # where the update starts, in one fetch: the previous update's measurements were
         # fetched at its end, so this waits for nothing
         step, version = (int(x) for x in jax.device_get((self.state.step, self.state.version)))
+        learns = loss_kind(self.settings.loss.kind).learns_from_rewards
+        if learns and any(row.prompt_weight for row in rows):
+            raise ValueError(f"loss kind {self.settings.loss.kind!r} got step rows with a prompt_weight: "
+                             "a language-model loss on prompts is for supervised (sft) rows only")
         trained = merge_duplicates(rows) if self.settings.merge_duplicates else rows
         first_image = jax.process_index() * self._part.images_per_microbatch
         packed_on_host = pack(trained, self._part, self.config, first_image)
@@ -157,7 +161,6 @@ class Learner:
             prox = jax.block_until_ready([self._logprobs(self.state.params, mb) for mb in microbatches])
         proximal = time.perf_counter()
         summed, last, steps = self._optimizer_steps(microbatches, prox, step)
-        learns = loss_kind(self.settings.loss.kind).learns_from_rewards
         if learns:   # a policy version (warm-start steps are none)
             self.state = self.state.replace(version=self.state.version + 1)
         summed, last = jax.device_get((summed, last))   # the update's one fetch of what the device measured

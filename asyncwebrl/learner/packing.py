@@ -42,6 +42,12 @@ class StepRow:
     # identical steps this row stands for (merge_duplicates): its advantage is their sum, and
     # its response tokens count this many times in token means and metrics
     count: int = 1
+    # supervised rows only: the weight of the prompt's text tokens in the loss (a language-model
+    # loss on the page, next to the response's). The prompt repeats the task and the page repeats
+    # its own structure, so every prompt token is a copying exercise: dense signal for the
+    # attention that finds a named line, where the response alone gives one id per row.
+    # 0 = the response alone; RL rows must keep 0 (their losses have no advantage there)
+    prompt_weight: float = 0.0
 
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.response_ids)
@@ -62,7 +68,8 @@ class StepRow:
 class Microbatch:
     inputs: ModelInputs
     targets: np.ndarray            # [R, L] int32: the next token of the same row
-    loss_mask: np.ndarray          # [R, L] float32: where the target is a response token, its row's count (else 0)
+    loss_mask: np.ndarray          # [R, L] float32: where the target is a response token, its row's count (else 0;
+                                   # a supervised row's prompt text targets: count x prompt_weight)
     behave_logprobs: np.ndarray    # [R, L] float32
     advantages: np.ndarray         # [R, L] float32
     versions: np.ndarray           # [R, L] int32
@@ -141,7 +148,7 @@ def merge_duplicates(rows: list[StepRow], tolerance: float = MERGE_LOGPROB_TOLER
     for row in rows:
         identity = (row.prompt_ids.tobytes(), row.response_ids.tobytes(), row.versions.tobytes(),
                     row.image_keys or row.pixel_values.tobytes(), row.image_grid_thw.tobytes(),
-                    float(np.sign(row.advantage)))
+                    float(np.sign(row.advantage)), row.prompt_weight)
         for index in seen.get(identity, []):
             kept = merged[index]
             if np.max(np.abs(kept.behave_logprobs - row.behave_logprobs), initial=0.0) <= tolerance:
@@ -250,6 +257,9 @@ def _assemble(rows: list[StepRow], sequences: list[list[int]], shape: PackingSha
             predict = slice(offset + p - 1, offset + p - 1 + n)
             targets[r, offset:offset + len(ids) - 1] = ids[1:]
             loss_mask[r, predict] = row.count
+            if row.prompt_weight:   # the prompt's text targets, image placeholders left out
+                text_targets = offset + np.flatnonzero(types[1:p] == 0)
+                loss_mask[r, text_targets] = row.count * row.prompt_weight
             behave[r, predict] = row.behave_logprobs
             advantages[r, predict] = row.advantage
             versions[r, predict] = row.versions
