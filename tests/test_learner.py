@@ -452,8 +452,11 @@ def test_a_supervised_rows_prompt_weight_trains_its_prompt_text_and_rl_refuses_i
     assert len(text_targets) < p - 1   # the placeholders are left out ...
     assert np.flatnonzero(mask[:p - 1]).tolist() == text_targets   # ... and every text target is in
     np.testing.assert_allclose(mask[text_targets], 0.25)
+    rl_learner = Learner(tiny_model(), settings())
     with pytest.raises(ValueError, match="prompt_weight"):
-        Learner(tiny_model(), settings()).update([weighted])
+        rl_learner.update([weighted])
+    with pytest.raises(ValueError, match="prompt_weight"):
+        rl_learner.response_logprobs([weighted])
 
     def prompt_nll(learner):
         logp = np.asarray(target_logprobs(learner.model(), plain_text, 1.0, 128))[0]

@@ -89,6 +89,14 @@ class LearnerSettings:
                    epochs=1, minibatches=1, merge_duplicates=config.learner.merge_duplicates, seed=config.seed)
 
 
+def refuse_prompt_weight(rows: list[StepRow], who: str) -> None:
+    """A loss on the prompt (StepRow.prompt_weight) is for supervised rows: an RL loss has no
+    advantage or behaviour log-prob for prompt tokens, and a response's scores would take them in."""
+    if any(row.prompt_weight for row in rows):
+        raise ValueError(f"{who} got step rows with a prompt_weight: a loss on prompts is for "
+                         "supervised (sft) rows only")
+
+
 # two trees of measurements added on the device, in one dispatch
 _summed = jax.jit(lambda a, b: jax.tree.map(jnp.add, a, b))
 
@@ -141,9 +149,8 @@ class Learner:
         # fetched at its end, so this waits for nothing
         step, version = (int(x) for x in jax.device_get((self.state.step, self.state.version)))
         learns = loss_kind(self.settings.loss.kind).learns_from_rewards
-        if learns and any(row.prompt_weight for row in rows):
-            raise ValueError(f"loss kind {self.settings.loss.kind!r} got step rows with a prompt_weight: "
-                             "a language-model loss on prompts is for supervised (sft) rows only")
+        if learns:
+            refuse_prompt_weight(rows, f"loss kind {self.settings.loss.kind!r}")
         trained = merge_duplicates(rows) if self.settings.merge_duplicates else rows
         first_image = jax.process_index() * self._part.images_per_microbatch
         packed_on_host = pack(trained, self._part, self.config, first_image)
@@ -178,6 +185,7 @@ class Learner:
         update's proximal pass does, i.e. the pi_prox and pi_behave of the staleness weight
         exp(prox - behave). With the sampler at the same version their difference is the
         train-inference mismatch (benchmarks/logprob_gap.py)."""
+        refuse_prompt_weight(rows, "response_logprobs")   # its mask would take in the prompt
         current, behave = [], []
         for microbatch in pack(rows, self.settings.packing, self.config):
             logp = np.asarray(self._logprobs(self.state.params, self._place(microbatch)))
