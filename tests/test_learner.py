@@ -440,7 +440,7 @@ def test_supervised_mode_learns_the_demonstrations():
 
 def test_a_supervised_rows_prompt_weight_trains_its_prompt_text_and_rl_refuses_it():
     """prompt_weight: the prompt's text targets join the loss at that weight (image
-    placeholders never do); the weight only changes where the response's loss stands; an RL
+    placeholders never do) while the response's targets keep their weight; an RL
     loss kind refuses such rows (it has no advantage for prompt tokens)."""
     (row,) = make_rows(1, seed=2)   # a prompt with a screenshot between two runs of text
     weighted = dataclasses.replace(row, prompt_weight=0.25)
@@ -459,10 +459,9 @@ def test_a_supervised_rows_prompt_weight_trains_its_prompt_text_and_rl_refuses_i
         rl_learner.response_logprobs([weighted])
 
     def prompt_nll(learner):
-        logp = np.asarray(target_logprobs(learner.model(), plain_text, 1.0, 128))[0]
+        logp = np.asarray(target_logprobs(learner.model(), plain, 1.0, 128))[0]
         return -logp[text_targets].mean()
 
-    (plain_text,) = pack([row], SHAPE, CONFIG)
     trained = {}
     for weight in (0.0, 1.0):
         learner = Learner(tiny_model(), settings(loss=loss_settings(kind="sft")))
