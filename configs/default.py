@@ -164,10 +164,10 @@ def bare() -> config_dict.ConfigDict:
     config.sandbox.allow_hosts = ""  # webgym: HOST:PORT,... reachable even if loopback/private (a mirror)
 
     config.agent = config_dict.ConfigDict()
-    config.agent.interaction = "set_of_marks"  # coordinates | set_of_marks
+    config.agent.interaction = "set_of_marks"  # coordinates | set_of_marks | labels (rollout/response.py INTERACTIONS)
     # What the agent is shown of a page: screenshot | text (the whole page in reading order,
     # elements as [id] role "label" lines: asyncwebrl/web/page_text.py) | text+screenshot.
-    # Text observations name elements by id: interaction must be set_of_marks.
+    # Text observations name elements by id or label: interaction must be set_of_marks or labels.
     config.agent.observation = "screenshot"
     config.agent.text_budget = 1024  # tokens of page text shown per step; a longer page is cut, with a note
     config.agent.viewport_width = 1280

@@ -4,6 +4,7 @@ rollout/http_tab.py): exact text lines, state changes, and episodes on the local
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -213,22 +214,32 @@ def test_chromium_and_http_show_the_same_text_and_agree_on_outcomes():
     assert {t.level for t in tasks} == set(LEVELS)
     runs = {}
     with LocalWeb() as web:
-        for driver in ("chromium", "http"):
-            settings = episode_settings("test", interaction="set_of_marks", observation="text",
+        for driver, interaction in itertools.product(("chromium", "http"), ("set_of_marks", "labels")):
+            settings = episode_settings("test", interaction=interaction, observation="text",
                                        step_limits=(6, 10, 14))
-            runs[driver], _ = asyncio.run(run_tasks(
+            runs[driver, interaction], _ = asyncio.run(run_tasks(
                 tasks, OraclePolicy(web.session, "action"), LocalEnvironment(web, browser_free=driver == "http"),
                 settings, pool=pool_settings(driver=driver), progress=None))
         shot, _ = asyncio.run(run_tasks(  # text+screenshot: the same text, and screenshots with the same ids
             tasks[:1], OraclePolicy(web.session, "action"), LocalEnvironment(web),
             episode_settings("test", interaction="set_of_marks", observation="text+screenshot"),
             pool=pool_settings(), free_screenshots=True, progress=None))
-    for chromium, http in zip(runs["chromium"], runs["http"]):
-        assert (chromium.outcome, chromium.reward) == (http.outcome, http.reward) == ("answered", 1.0), \
-            chromium.task.task_id
-        assert [s.page_text for s in chromium.steps] == [s.page_text for s in http.steps], chromium.task.task_id
-        assert [s.action for s in chromium.steps] == [s.action for s in http.steps]
-    assert shot[0].success and [s.page_text for s in shot[0].steps] == [s.page_text for s in runs["http"][0].steps]
+    for interaction in ("set_of_marks", "labels"):
+        for chromium, http in zip(runs["chromium", interaction], runs["http", interaction]):
+            assert (chromium.outcome, chromium.reward) == (http.outcome, http.reward) == ("answered", 1.0), \
+                (chromium.task.task_id, interaction)
+            assert [s.page_text for s in chromium.steps] == [s.page_text for s in http.steps], chromium.task.task_id
+            assert [s.action for s in chromium.steps] == [s.action for s in http.steps]
+    # labels: the oracle names by label the elements its instruction names (resolved to the same element
+    # ids as set_of_marks clicks), and menus, fields and buttons by number
+    named = [(s.action, t.task.task_name) for t in runs["http", "labels"] for s in t.steps if "element" in s.action]
+    numbered = [s.action for t in runs["http", "labels"] for s in t.steps if "element_id" in s.action]
+    assert len(named) >= 6 and len(numbered) >= 2 * len(named)
+    assert all(action["element"] in instruction and isinstance(action["element_id"], int) for action, instruction in named)
+    assert [[s.action.get("element_id") for s in t.steps] for t in runs["http", "labels"]] == \
+        [[s.action.get("element_id") for s in t.steps] for t in runs["http", "set_of_marks"]]
+    assert shot[0].success and [s.page_text for s in shot[0].steps] == \
+        [s.page_text for s in runs["http", "set_of_marks"][0].steps]
     assert all(s.screenshot_key for s in shot[0].steps)
 
 

@@ -33,6 +33,9 @@ def test_round_trip_of_the_memory_additive_format():
     (call(action="scroll", direction="down"), "coordinates", ("scroll", {"direction": "down"})),
     (call(action="wait", time=99), "coordinates", ("wait", {"time": 5.0})),
     (call(action="go_back"), "set_of_marks", ("go_back", {})),
+    (call(action="left_click", element="Chemistry"), "labels", ("left_click", {"element": "Chemistry"})),
+    (call(action="type", element="Find a colleague", text="Ada"), "labels", ("type", {"element": "Find a colleague", "text": "Ada"})),
+    (call(action="left_click", element_id=7), "labels", ("left_click", {"element_id": 7})),
     (call(action="navigate", url="http://awr.local/shop-v1-s00/"), "coordinates", ("navigate", {"url": "http://awr.local/shop-v1-s00/"})),
     (call(action="answer", text="LP-4821"), "coordinates", ("answer", {"text": "LP-4821"})),
 ])
@@ -48,6 +51,10 @@ def test_valid_actions(tool_call, interaction, expected):
     (call(action="left_click", element_id=3), "coordinates", "coordinate"),
     (call(action="left_click", coordinate=[1, 1]), "set_of_marks", "element_id"),
     (call(action="left_click", element_id=True), "set_of_marks", "element_id"),
+    (call(action="left_click", element="Chemistry"), "set_of_marks", "element_id"),   # labels only where asked for
+    (call(action="left_click", element=7), "labels", "label"),
+    (call(action="left_click", element="  "), "labels", "label"),
+    (call(action="left_click"), "labels", "or give element"),
     (call(action="left_click", coordinate=[1, "a"]), "coordinates", "numbers"),
     (call(action="left_click", coordinate=[float("nan"), 1]), "coordinates", "numbers"),
     (call(action="type", coordinate=[1, 1]), "coordinates", "text"),
@@ -97,3 +104,20 @@ def test_random_garbage_never_raises():
 def test_unknown_interaction_is_a_configuration_error():
     with pytest.raises(ValueError):
         to_action(call(action="go_back"), "telepathy")
+
+
+def test_a_label_names_the_first_element_listed_with_it_and_a_missing_label_is_a_counted_noop():
+    from asyncwebrl.rollout.observation import Element, Observation, resolve_label
+
+    def element(mark, text):
+        return Element(mark=mark, tag="a", type="", text=text, value="", checked=False, x=0, y=0, width=0, height=0, oid="")
+
+    page = Observation(url="u", title="t", screenshot_key="", elements=[element(5, "Sara  Novak"), element(0, "Biology"),
+                       element(2, "Biology"), element(9, "Sara Novak")], scroll_y=0, page_height=0, viewport=(1280, 720), step=0)
+    clicked = resolve_label(to_action(call(action="left_click", element="Sara Novak"), "labels"), page)
+    assert clicked.args == {"element": "Sara Novak", "element_id": 5} and not clicked.invalid   # the first, spaces squashed
+    assert resolve_label(to_action(call(action="left_click", element="Biology"), "labels"), page).args["element_id"] == 2
+    missing = resolve_label(to_action(call(action="type", element="Oncology", text="x"), "labels"), page)
+    assert missing.invalid and "no element labelled 'Oncology'" in missing.error
+    by_id = to_action(call(action="left_click", element_id=9), "labels")
+    assert resolve_label(by_id, page) is by_id

@@ -17,10 +17,10 @@ from typing import Callable, Protocol
 from playwright.async_api import Error as PlaywrightError
 
 from asyncwebrl.records import LEVELS, Step, Task, Trajectory
-from asyncwebrl.rollout.observation import Observation, check_observation
+from asyncwebrl.rollout.observation import Observation, check_observation, resolve_label
 from asyncwebrl.rollout.page import LEAVING_FLAG_JS, NavigationWatch, action_point, execute, observe, observe_text
 from asyncwebrl.rollout.policies import Policy, PolicyUnavailable
-from asyncwebrl.rollout.response import response_action
+from asyncwebrl.rollout.response import ELEMENT_INTERACTIONS, response_action
 from asyncwebrl.rollout.sandbox import Sandbox
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 
@@ -49,9 +49,9 @@ class EpisodeSettings:
 
     def __post_init__(self):
         check_observation(self.observation)
-        if self.observation != "screenshot" and self.interaction != "set_of_marks":
+        if self.observation != "screenshot" and self.interaction not in ELEMENT_INTERACTIONS:
             raise ValueError(f"agent.observation={self.observation!r} names elements by their text ids: it needs "
-                             f"agent.interaction='set_of_marks', not {self.interaction!r}")
+                             f"agent.interaction in {ELEMENT_INTERACTIONS}, not {self.interaction!r}")
 
     def step_limit(self, task: Task) -> int:
         """The level's limit, raised where the task's oracle plan needs more: no task is
@@ -207,6 +207,7 @@ async def run_episode_in(tab: Tab, task: Task, policy: Policy, *, store: Screens
             reply = await agent.act(observation, steps)
             acted = time.perf_counter()
             _, action = response_action(reply.text, settings.interaction)
+            action = resolve_label(action, observation)
             last_error = action.error
             point = action_point(action, observation) if action.name in ("left_click", "type") else None
             if action.name == "answer":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
-from asyncwebrl.rollout.response import GRID
+from asyncwebrl.rollout.response import GRID, Action, noop
 
 OBSERVATIONS = ("screenshot", "text", "text+screenshot")
 
@@ -74,8 +74,27 @@ class Observation:
     def marked(self) -> list[Element]:
         return [e for e in self.elements if e.mark]
 
+    def labelled(self, label: str) -> Element | None:
+        """The first listed element (in page order) whose label is exactly `label`, spaces
+        squashed: what an action of the `labels` interaction names."""
+        wanted = " ".join(label.split())
+        return next((e for e in self.marked() if " ".join(e.text.split()) == wanted), None)
+
     def element_list(self) -> str:
         return "\n".join(e.describe() for e in self.marked())
+
+
+def resolve_label(action: Action, observation: Observation) -> Action:
+    """An action that names its element by label (the `labels` interaction) with that
+    element's id on this page added, as every driver acts on ids; one whose label no listed
+    element carries becomes a counted no-op. Other actions pass unchanged."""
+    label = action.args.get("element")
+    if label is None:
+        return action
+    element = observation.labelled(label)
+    if element is None:
+        return noop(f"{action.name}: no element labelled {label!r} on the page")
+    return Action(action.name, {**action.args, "element_id": element.mark})
 
 
 def text_elements(page) -> list[Element]:

@@ -19,7 +19,7 @@ import asyncio
 from playwright.async_api import Error as PlaywrightError
 
 from asyncwebrl.rollout.observation import Element, Observation, grid_to_pixels, text_elements
-from asyncwebrl.rollout.response import Action
+from asyncwebrl.rollout.response import ELEMENT_INTERACTIONS, Action
 from asyncwebrl.rollout.screenshots import ScreenshotStore
 from asyncwebrl.web.page_text import NODE_ATTRIBUTE, STAMPED_SELECTOR, cannot_type, parse_page
 
@@ -144,7 +144,7 @@ NAVIGATION_GRACE_S = 0.05  # a click starts its navigation within this on a loca
 async def observe(page, store: ScreenshotStore, *, interaction: str, step: int, shown_url: str,
                   last_error: str = "") -> Observation:
     """Scan, screenshot (into `store`: the caller owns one reference to the key)."""
-    marks = interaction == "set_of_marks"
+    marks = interaction in ELEMENT_INTERACTIONS
     scan = await _evaluate_settled(page, _SCAN_JS, marks)
     png = await page.screenshot(type="png")
     if marks:

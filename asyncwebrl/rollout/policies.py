@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 from typing import Any, Callable, Protocol
 
 import numpy as np
 
 from asyncwebrl.records import Step, Task, no_tokens
 from asyncwebrl.rollout.observation import Element, Observation, pixels_to_grid
-from asyncwebrl.rollout.response import GRID, check_response_format, format_response
+from asyncwebrl.rollout.response import ELEMENT_INTERACTIONS, GRID, check_response_format, format_response
 from asyncwebrl.web.walker import fill_placeholders
 
 
@@ -68,12 +69,14 @@ class OraclePolicy:
         if not task.local or "oracle" not in task.local:
             raise ValueError(f"task {task.task_id} has no oracle plan (only generated local tasks do)")
         session = lambda: self.session_of(episode_id, task.local["site"])  # noqa: E731
-        return OracleAgent(task.local["oracle"], interaction, session, self.response_format)
+        return OracleAgent(task.local["oracle"], interaction, session, self.response_format, task.task_name)
 
 
 class OracleAgent:
-    def __init__(self, plan: list[dict], interaction: str, session: Callable[[], dict], response_format: str):
+    def __init__(self, plan: list[dict], interaction: str, session: Callable[[], dict], response_format: str,
+                 instruction: str):
         self.plan = plan
+        self.instruction = instruction
         self.response_format = response_format
         self.interaction = interaction
         self.session = session
@@ -112,7 +115,9 @@ class OracleAgent:
         if not element.mark:  # off screen: scroll towards it first
             direction = "down" if centre_y >= observation.viewport[1] else "up"
             return self._reply(move["subtask"], f"Scroll {direction} to find the target.", {"action": "scroll", "direction": direction})
-        if self.interaction == "set_of_marks":
+        if self.interaction == "labels" and self._named(element, observation):
+            target = {"element": " ".join(element.text.split())}
+        elif self.interaction in ELEMENT_INTERACTIONS:
             target = {"element_id": element.mark}
         else:
             target = {"coordinate": pixels_to_grid(*element.centre, observation.viewport)}
@@ -120,6 +125,17 @@ class OracleAgent:
         if move["op"] == "type":
             return self._reply(move["subtask"], move["say"], {"action": "type", **target, "text": move["text"]})
         return self._reply(move["subtask"], move["say"], {"action": "left_click", **target})
+
+
+    def _named(self, element: Element, observation: Observation) -> bool:
+        """labels: the oracle names an element by label where the instruction names it (a
+        department, an event, a person: the choice among siblings becomes a copy of the
+        instruction's words) and no element before it has that label; by number otherwise,
+        as under set_of_marks (menus, fields, buttons: what a warm start trained on numbers
+        already does)."""
+        label = " ".join(element.text.split())
+        return bool(label) and re.search(rf"(?<!\w){re.escape(label)}(?!\w)", self.instruction) is not None \
+            and observation.labelled(label) is element
 
 
 def _find(elements: list[Element], oid: str) -> Element | None:
@@ -149,9 +165,9 @@ class RandomAgent:
 
     def _target(self, observation: Observation) -> dict:
         marked = observation.marked()
-        if self.interaction == "set_of_marks" and marked:
+        if self.interaction in ELEMENT_INTERACTIONS and marked:
             return {"element_id": self.rng.choice(marked).mark}
-        if self.interaction == "set_of_marks":
+        if self.interaction in ELEMENT_INTERACTIONS:
             return {"element_id": self.rng.randint(1, 20)}
         return {"coordinate": [self.rng.randint(0, GRID), self.rng.randint(0, GRID)]}
 

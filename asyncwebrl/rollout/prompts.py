@@ -26,7 +26,8 @@ from asyncwebrl.records import Step, Task
 from typing import Callable
 
 from asyncwebrl.rollout.observation import Observation, check_observation
-from asyncwebrl.rollout.response import GRID, INTERACTIONS, TOOL_NAME, check_response_format, parse_response
+from asyncwebrl.rollout.response import (ELEMENT_INTERACTIONS, GRID, INTERACTIONS, TOOL_NAME, check_response_format,
+                                        parse_response)
 from asyncwebrl.web.page_text import cut_lines
 
 MEMORY_MODES = ("additive", "compressive")
@@ -36,6 +37,8 @@ _TARGET = {
     "coordinates": f'"coordinate": [x, y] on a 0..{GRID} grid over the screenshot (0,0 top left, {GRID},{GRID} bottom right)',
     "set_of_marks": '"element_id": the number of a marked element (boxes drawn on the screenshot, listed under Elements)',
     "text": '"element_id": the [number] of an element in the page text',
+    "labels": ('"element": the label of an element as listed, without its quotes (the first element so '
+               'labelled), or "element_id": its number when another element before it has the same label'),
 }
 _SEEN = {"screenshot": "a screenshot of a browser page", "text": "a browser page as text",
          "text+screenshot": "a browser page as text and as a screenshot"}
@@ -49,7 +52,7 @@ _MEMORY_RULE = {
 
 
 def system_prompt(interaction: str, memory: str, response_format: str, observation: str) -> str:
-    target = _TARGET["text" if observation != "screenshot" else interaction]
+    target = _TARGET["labels" if interaction == "labels" else "text" if observation != "screenshot" else interaction]
     tool_call = f'<tool_call>\n{{"name": "{TOOL_NAME}", "arguments": {{...}}}}\n</tool_call>'
     if check_response_format(response_format) == "action":
         answer = ["Respond with the tool call alone:", tool_call]
@@ -148,7 +151,7 @@ class PromptBuilder:
         if self.shows_text:
             text, cut = self.page_text(observation, text_budget)
             lines += ["Page:", text or "(empty page)"] + ([cut] if cut else [])
-        elif self.interaction == "set_of_marks":
+        elif self.interaction in ELEMENT_INTERACTIONS:
             lines += ["Elements:", observation.element_list() or "(none on screen)"]
         if observation.last_error:
             lines.append(f"The last action did not work: {observation.last_error}")

@@ -22,7 +22,13 @@ from typing import Any
 
 TOOL_NAME = "computer_use"
 GRID = 1000  # coordinates are on a 0..1000 grid in both axes
-INTERACTIONS = ("coordinates", "set_of_marks")
+# coordinates: a point on the screenshot's grid; set_of_marks: a listed element by its number
+# ("element_id"); labels: a listed element by its label ("element": the first element listed
+# with exactly that label), or by its number where the label does not single it out. Naming
+# by label makes the choice of a link the instruction names a copy of the instruction's
+# words (BENCHMARKS.md "Clicking by label"), where a number must be looked up on the line
+INTERACTIONS = ("coordinates", "set_of_marks", "labels")
+ELEMENT_INTERACTIONS = ("set_of_marks", "labels")   # those whose elements are listed and numbered
 ACTIONS = ("left_click", "type", "scroll", "wait", "go_back", "navigate", "answer")
 ARGUMENT_KEYS = ("element_id", "coordinate", "text", "direction", "time", "url")
 # "memory": the sections above, then the tool call (docs/algorithm.md#response-format);
@@ -166,11 +172,18 @@ def _number(value: Any) -> float | None:
 
 
 def _target(args: dict, interaction: str) -> tuple[dict, str]:
-    """The click target in the mode's own terms: a clamped grid point or an element id."""
-    if interaction == "set_of_marks":
+    """The click target in the mode's own terms: a clamped grid point, an element id, or
+    (labels) an element's label, which the episode resolves on the page it was written for
+    (Observation.labelled)."""
+    if interaction == "labels" and "element" in args:
+        label = args["element"]
+        if not isinstance(label, str) or not label.strip():
+            return {}, "element must be an element's label (a non-empty string)"
+        return {"element": label}, ""
+    if interaction in ELEMENT_INTERACTIONS:
         element = args.get("element_id")
         if isinstance(element, bool) or not isinstance(element, int):
-            return {}, "element_id must be an integer"
+            return {}, "element_id must be an integer" + (" (or give element: a label)" if interaction == "labels" else "")
         return {"element_id": element}, ""
     point = args.get("coordinate")
     if not isinstance(point, (list, tuple)) or len(point) != 2:
