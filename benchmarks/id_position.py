@@ -8,6 +8,18 @@ the model is trained to make, with the page's repeated lines).
 
     .venv/bin/python benchmarks/id_position.py --steps 150 --warmup-steps 15 --probe-every 50 \
         --out runs/id_position.jsonl   # 2 CPU cores: ~6 min a format, both one after the other
+    # from the shipped warm start: naming the target first (said) or clicking it by label
+    .venv/bin/python benchmarks/id_position.py --init assets/warm_start --formats before,said,label,label_quoted \
+        --steps 200 --warmup-steps 20 --learning-rate 3e-4 --probe-every 100 --probe-rows 128 --row-length 192
+
+Two more formats change the response rather than the page: `said` writes the target's name
+first, as the oracle's Action line does (`Action: Open the "Oncology" department.`), then
+the click by id; `label` clicks by label (`"element": "Oncology"`, the `labels` interaction
+of rollout/response.py), so there is no id to read, and `label_quoted` does so with the
+instruction quoting the name. For these the probe also scores the label where the response
+writes it (teacher-forced greedy exact match through its closing quote, and its NLL).
+With --init the run starts from a checkpoint (probed once before any step) instead of
+random weights.
 
 The hypothesis: with the id after the label, the answer is "the token that follows the
 matching label" (an induction-head copy), which small transformers learn quickly and
@@ -66,7 +78,14 @@ from benchmarks.warm_start import step_row  # noqa: E402  (a supervised step row
 # tokenizer spells a name after a space (" Oncology") and after a quote ("Oncology") as
 # different tokens, so only in `quoted` is the named label a token-for-token copy of the
 # instruction's
-FORMATS = ("before", "after", "quoted")
+# said: the page as `before`, the response first names its target in words, as the oracle's
+# Action line does ('Action: Open the "Oncology" department.'), then clicks its id: the id is then
+# read off the line whose label the response has just written, not off the instruction.
+# label: the page as `before`, the click names its target by label ('"element": "Oncology"'), no
+# id: the choice becomes a copy of the instruction's name, the skill the warm start shows when it
+# types a name into a search box
+# label_quoted: label, with the instruction quoting the name (a token-for-token copy)
+FORMATS = ("before", "after", "quoted", "said", "label", "label_quoted")
 MAX_ID = 40
 
 def name_pool() -> dict[str, list[str]]:
@@ -136,14 +155,29 @@ def render(case: dict, fmt: str) -> tuple[list[dict], str]:
     system message) and the response (format_response, "action" format)."""
     from asyncwebrl.rollout.response import format_response
 
-    task = INSTRUCTION[case["kind"]].format(f'"{case["name"]}"' if fmt == "quoted" else case["name"])
+    task = INSTRUCTION[case["kind"]].format(f'"{case["name"]}"' if fmt in ("quoted", "label_quoted") else case["name"])
     page = "\n".join(page_line(role, text, element_id, fmt) for role, text, element_id in case["lines"])
     intro = f"Task: {task}\n"   # (the real prompt's URLs left out: tokens a CPU run cannot spare)
     state = f"Step 1. Title: {case['org']} - {case['title']}\nPage:\n{page}\nTask: {task}"
     messages = [{"role": "user", "content": [{"type": "text", "text": intro}, {"type": "text", "text": state}]}]
     target_id = case["lines"][case["target_line"]][2]
+    if fmt in ("label", "label_quoted"):
+        return messages, format_response({}, {}, "", "", {"action": "left_click", "element": case["name"]}, "action")
     response = format_response({}, {}, "", "", {"action": "left_click", "element_id": target_id}, "action")
+    if fmt == "said":
+        response = f'Action: Open the "{case["name"]}" {case["kind"]}.\n{response}'
     return messages, response
+
+
+def token_span(processor, ids: list[int], start: int, end: int) -> list[int]:
+    """Indices of the tokens of `ids` that overlap characters [start, end) of their decoded text."""
+    covered, span = 0, []
+    for k in range(len(ids)):
+        after = len(processor.decode(ids[:k + 1]))
+        if after > start and covered < end:
+            span.append(k)
+        covered = after
+    return span
 
 
 class Rows:
@@ -161,20 +195,28 @@ class Rows:
         prompt = np.asarray(self.processor.encode(messages, [])["input_ids"], np.int32)
         ids = self.processor.encode_text(response)
         target_id = case["lines"][case["target_line"]][2]
-        # the id's digit tokens: the first digit token after '"element_id":'
-        head = response.index('"element_id": ') + len('"element_id": ')
         spelled, first = "", None
-        for k, token in enumerate(ids):
-            if len(self.processor.decode(ids[:k + 1])) > head and first is None:
-                first = k
-            if first is not None and k >= first:
-                if token not in self.digits:
-                    break
-                spelled += self.digits[token]
+        if fmt not in ("label", "label_quoted"):   # the id's digit tokens: the first digit token after '"element_id":'
+            head = response.index('"element_id": ') + len('"element_id": ')
+            for k, token in enumerate(ids):
+                if len(self.processor.decode(ids[:k + 1])) > head and first is None:
+                    first = k
+                if first is not None and k >= first:
+                    if token not in self.digits:
+                        break
+                    spelled += self.digits[token]
+        labels = {}   # the named label's tokens where the response writes it (said: the Action line)
+        if fmt in ("said", "label", "label_quoted"):
+            quoted = f'"{case["name"]}"'
+            at = response.index(quoted) + 1
+            labels["label"] = token_span(self.processor, ids, at, at + len(case["name"]) + 1)  # + the closing quote
+        if fmt in ("label", "label_quoted"):
+            return {"prompt": prompt, "response": np.asarray(ids + [self.processor.special.eos], np.int32),
+                    "id_start": None, "id_digits": 0, "target_id": target_id, "case": case, "labels": labels}
         if spelled != str(target_id):
             raise ValueError(f"the response's id tokens spell {spelled!r}, not {target_id}")
         return {"prompt": prompt, "response": np.asarray(ids + [self.processor.special.eos], np.int32),
-                "id_start": first, "id_digits": len(spelled), "target_id": target_id, "case": case}
+                "id_start": first, "id_digits": len(spelled), "target_id": target_id, "case": case, "labels": labels}
 
 
 class IdProbe:
@@ -200,7 +242,8 @@ class IdProbe:
         # gathered positions per forward pass: 3 per probe row at most, and a packed row holds
         # as many probe rows as fit
         per_row = self.shape.row_length // min(len(e["prompt"]) + len(e["response"]) for e in encoded)
-        self.slots = 3 * rows_per_microbatch * per_row
+        widest = max([3] + [len(span) for e in encoded for span in e["labels"].values()])
+        self.slots = widest * rows_per_microbatch * per_row
         elements = [sum(line[2] is not None for line in e["case"]["lines"]) for e in encoded]
         siblings = [sum(line[0] == "link" and line[1] in e["case"]["siblings"] for line in e["case"]["lines"]) for e in encoded]
         self.landmarks = {"nll_any_element": round(float(np.mean(np.log(elements))), 3),
@@ -249,8 +292,21 @@ class IdProbe:
                 start += n
         return out
 
+    def label(self) -> dict:
+        """The named label where the response writes it (formats said, label), teacher-forced:
+        accuracy = every token's argmax right, through the closing quote; nll = -log p of
+        the label's tokens (the closing quote's included)."""
+        encoded = self.encoded
+        scored = self._score([(e["prompt"], e["response"], e["labels"]["label"]) for e in encoded])
+        hits = sum(best == [int(e["response"][k]) for k in e["labels"]["label"]] for e, (best, _) in zip(encoded, scored))
+        nll = [-sum(logp) for _, logp in scored]
+        return {"accuracy": round(hits / len(encoded), 4), "nll": round(float(np.mean(nll)), 3)}
+
     def __call__(self) -> dict:
         encoded = self.encoded
+        result = {"label": self.label()} if encoded[0]["labels"] else {}
+        if encoded[0]["id_start"] is None:   # (format label: no id to read)
+            return result
         ks = [list(range(e["id_start"], e["id_start"] + e["id_digits"] + 1)) for e in encoded]
         scored = self._score([(e["prompt"], e["response"], k) for e, k in zip(encoded, ks)])
         hits, nll, first_wrong, predicted = 0, [], [], {}
@@ -294,7 +350,7 @@ class IdProbe:
                 off_page += 1
         n, missed = len(encoded), len(predicted)
         share = (lambda x: round(x / missed, 3) if missed else None)
-        return {"accuracy": round(hits / n, 4), "id_nll": round(float(np.mean(nll)), 3), "misses": missed,
+        return {**result, "accuracy": round(hits / n, 4), "id_nll": round(float(np.mean(nll)), 3), "misses": missed,
                 "adjacent_of_misses": share(adjacent), "other_element_of_misses": share(other),
                 "off_page_of_misses": share(off_page), "malformed_of_misses": share(malformed), **self.landmarks}
 
@@ -304,7 +360,7 @@ def make_config(args):
 
     config = warm_start.get_config()
     config.seed = args.seed
-    config.model.path, config.model.preset, config.model.tokenizer = "", args.preset, args.tokenizer
+    config.model.path, config.model.preset, config.model.tokenizer = args.init, args.preset, args.tokenizer
     config.sft.learning_rate, config.sft.rows_per_step, config.sft.steps = args.learning_rate, args.rows_per_step, args.steps
     config.sft.warmup_steps = args.warmup_steps
     config.learner.row_length = config.sampler.capacity = args.row_length
@@ -342,6 +398,8 @@ def run(fmt: str, args, log, train_names, probes: dict[str, list[dict]]) -> list
         log(record)
 
 
+    if args.init:   # where the checkpoint starts, before any row of this format
+        probe(0, None)
     for step in range(1, args.steps + 1):
         encoded = [rows.encode(make_case(rng, train_names), fmt) for _ in range(args.rows_per_step)]
         lengths += [len(e["prompt"]) + len(e["response"]) for e in encoded]
@@ -365,6 +423,8 @@ def main() -> None:
     parser.add_argument("--formats", default="before,after")
     parser.add_argument("--preset", default="small")
     parser.add_argument("--tokenizer", default="assets/embedded")
+    parser.add_argument("--init", default="", help="start from this checkpoint (weights and tokenizer; e.g. "
+                        "assets/warm_start) instead of --preset's random weights")
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--warmup-steps", type=int, default=30)
     parser.add_argument("--rows-per-step", type=int, default=16)
@@ -414,8 +474,10 @@ def print_table(results: dict[str, list[dict]]) -> None:
     """Per probe step and format: greedy id accuracy (seen / unseen names), the id's NLL on
     seen names, and the share of seen-name misses that are an adjacent line's id."""
     formats = list(results)
-    columns = [("acc seen", lambda r: r["seen"]["accuracy"], ".3f"), ("acc unseen", lambda r: r["unseen"]["accuracy"], ".3f"),
-               ("id nll", lambda r: r["seen"]["id_nll"], ".2f"), ("adj/miss", lambda r: r["seen"]["adjacent_of_misses"], ".2f")]
+    columns = [("acc seen", lambda r: r["seen"].get("accuracy"), ".3f"), ("acc unseen", lambda r: r["unseen"].get("accuracy"), ".3f"),
+               ("id nll", lambda r: r["seen"].get("id_nll"), ".2f"), ("adj/miss", lambda r: r["seen"].get("adjacent_of_misses"), ".2f"),
+               ("label seen", lambda r: r["seen"].get("label", {}).get("accuracy"), ".3f"),
+               ("label unseen", lambda r: r["unseen"].get("label", {}).get("accuracy"), ".3f")]
     print(f"{'step':>6} " + " ".join(f"{f + ' ' + name:>18}" for name, _, _ in columns for f in formats))
     for step in sorted({r["step"] for records in results.values() for r in records}):
         cells = []

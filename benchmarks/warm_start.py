@@ -62,6 +62,7 @@ def make_config(args):
     config.sft.warmup_steps = args.warmup_steps
     config.model.preset, config.model.tokenizer, config.model.path = args.preset, args.tokenizer, args.init
     config.agent.text_budget = args.text_budget
+    config.agent.interaction = args.interaction or config.agent.interaction
     config.learner.row_length = config.sampler.capacity = args.row_length
     config.sampler.prompt_buckets = (args.row_length // 2, args.row_length)
     config.learner.rows_per_microbatch = args.rows_per_microbatch
@@ -241,6 +242,10 @@ def main() -> None:
     parser.add_argument("--tasks-per-site", type=int, default=4)
     parser.add_argument("--short-per-site", type=int, default=0, help="short-tier tasks per site besides "
                         "(web/tasks.py TIERS: one named link among its siblings, then a fact or two)")
+    parser.add_argument("--interaction", default="", choices=["", "set_of_marks", "labels"],
+                        help="how the teacher's clicks name elements: by [number], or by label (rollout/response.py "
+                        "INTERACTIONS; the checkpoint then needs the same agent.interaction); default: the "
+                        "embedded default's (configs/default.py)")
     parser.add_argument("--text-budget", type=int, default=512, help="page text tokens shown per step")
     parser.add_argument("--row-length", type=int, default=1024)
     parser.add_argument("--rows-per-microbatch", type=int, default=16)

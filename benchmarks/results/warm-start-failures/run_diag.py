@@ -2,7 +2,7 @@
 (run_episodes, http driver) on chosen unseen tasks and dump every step: the decoded prompt
 the model saw (model) or would see (oracle, rebuilt by encode_step), response, action, error.
 
-usage: [MODEL_PATH=checkpoint] run_diag.py POLICY OUT.jsonl [selection]
+usage: [MODEL_PATH=checkpoint] [SEED=0] [INTERACTION=labels] run_diag.py POLICY OUT.jsonl [selection]
   selection: "eval60" (the 60 tasks of eval.num_tasks=60, seed 0) or "all:TEMPLATE,TEMPLATE"
 """
 import json, os, sys, time
@@ -27,6 +27,8 @@ config.eval.split = "unseen"
 config.eval.num_tasks = 60
 config.browser.driver = "http"
 config.eval.temperature = 0.0
+config.seed = int(os.environ.get("SEED", "0"))   # which 60 tasks (eval60) the evaluation draws
+config.agent.interaction = os.environ.get("INTERACTION", config.agent.interaction)   # e.g. labels
 if selection == "eval60":
     tasks = M.evaluation_tasks(config, "unseen", None)
 else:
