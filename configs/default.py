@@ -41,13 +41,16 @@ def warm_started(config: config_dict.ConfigDict) -> config_dict.ConfigDict:
     config.agent.text_budget = 512
     config.sampler.slots = 8
     config.sampler.capacity = 1024
-    config.sampler.prompt_buckets = (512, 1024)
+    # A prompt is at most 1,024 - 320 = 704 tokens (median 386 on the held-out tasks), and a
+    # prefill pads it to the next bucket: four buckets waste less than (512, 1024) did
+    # (greedy evaluation 0.90x the wall, the same episodes: BENCHMARKS.md "Prefill buckets")
+    config.sampler.prompt_buckets = (256, 384, 512, 768)
     config.sampler.max_images = 0              # text-only prompts: no screenshots to encode
     config.sampler.max_new_tokens = 320        # the teacher's longest response is ~280 tokens
     # About half of a group's step rows are exact copies (benchmarks/merged_rows.py), and on a
     # CPU a ~700-token prompt's prefill costs ~10x its response's decode: keep the last 16
     # prompts' prefills. Per entry (6 layers x 4 KV heads x 32 dims, keys and values): 3.1 MB
-    # in float32 for a 512 bucket, 6.3 MB for 1,024 (at most ~100 MB in all)
+    # in float32 for a 512 bucket, 4.7 MB for 768 (at most ~75 MB in all)
     config.sampler.prefill_cache = 16
     config.learner.row_length = 1024
     config.learner.rows_per_microbatch = 8
