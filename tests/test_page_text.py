@@ -233,8 +233,9 @@ def test_chromium_and_http_show_the_same_text_and_agree_on_outcomes():
     # labels: the oracle names by label the elements its instruction names (resolved to the same element
     # ids as set_of_marks clicks), and menus, fields and buttons by number
     named = [(s.action, t.task.task_name) for t in runs["http", "labels"] for s in t.steps if "element" in s.action]
-    numbered = [s.action for t in runs["http", "labels"] for s in t.steps if "element_id" in s.action]
-    assert len(named) >= 6 and len(numbered) >= 2 * len(named)
+    numbered = [s.action for t in runs["http", "labels"] for s in t.steps
+                if "element_id" in s.action and "element" not in s.action]
+    assert len(named) >= 6 and len(numbered) >= len(named)
     assert all(action["element"] in instruction and isinstance(action["element_id"], int) for action, instruction in named)
     assert [[s.action.get("element_id") for s in t.steps] for t in runs["http", "labels"]] == \
         [[s.action.get("element_id") for s in t.steps] for t in runs["http", "set_of_marks"]]

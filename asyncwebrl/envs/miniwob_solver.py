@@ -15,7 +15,7 @@ import re
 from asyncwebrl.records import Step, Task
 from asyncwebrl.rollout.observation import Element, Observation, pixels_to_grid
 from asyncwebrl.rollout.policies import Reply
-from asyncwebrl.rollout.response import format_response
+from asyncwebrl.rollout.response import ELEMENT_INTERACTIONS, format_response
 
 # A move: ("click", element text) or ("type", field position among the text fields, text).
 _PLANS = {
@@ -56,7 +56,7 @@ class MiniWobScriptedAgent:
         self.plan, self.interaction = list(plan), interaction
 
     def _target(self, element: Element, observation: Observation) -> dict:
-        if self.interaction == "set_of_marks":
+        if self.interaction in ELEMENT_INTERACTIONS:
             return {"element_id": element.mark}
         return {"coordinate": pixels_to_grid(*element.centre, observation.viewport)}
 

@@ -29,7 +29,7 @@ from asyncwebrl.rollout.screenshots import ScreenshotStore
 class EpisodeSettings:
     """Every field is a config key or from_config's phase (configs/default.py holds the
     keys' defaults)."""
-    interaction: str  # coordinates | set_of_marks
+    interaction: str  # coordinates | set_of_marks | labels (rollout/response.py INTERACTIONS)
     phase: str  # train | test: with step_limits None, picks the tasks' own (train 10/20/30, test 30/50/70)
     viewport: tuple[int, int]
     timeout_s: float  # one browser operation (navigation, click, screenshot)

@@ -132,9 +132,10 @@ class OracleAgent:
         department, an event, a person: the choice among siblings becomes a copy of the
         instruction's words) and no element before it has that label; by number otherwise,
         as under set_of_marks (menus, fields, buttons: what a warm start trained on numbers
-        already does)."""
+        already does). Not the link home: its label is the site's name, which every
+        instruction mentions."""
         label = " ".join(element.text.split())
-        return bool(label) and re.search(rf"(?<!\w){re.escape(label)}(?!\w)", self.instruction) is not None \
+        return bool(label) and element.oid != "home" and re.search(rf"(?<!\w){re.escape(label)}(?!\w)", self.instruction) is not None \
             and observation.labelled(label) is element
 
 
