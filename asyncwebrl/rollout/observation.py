@@ -36,6 +36,11 @@ class Element:
     node: str = ""  # text observations in Chromium: the element's data-awr-n stamp (where to click)
 
     @property
+    def label(self) -> str:
+        """Its text with runs of whitespace squashed to one space: what a `labels` action names."""
+        return " ".join(self.text.split())
+
+    @property
     def centre(self) -> tuple[float, float]:
         return self.x + self.width / 2, self.y + self.height / 2
 
@@ -78,7 +83,7 @@ class Observation:
         """The first listed element (in page order) whose label is exactly `label`, spaces
         squashed: what an action of the `labels` interaction names."""
         wanted = " ".join(label.split())
-        return next((e for e in self.marked() if " ".join(e.text.split()) == wanted), None)
+        return next((e for e in self.marked() if e.label == wanted), None)
 
     def element_list(self) -> str:
         return "\n".join(e.describe() for e in self.marked())

@@ -116,7 +116,7 @@ class OracleAgent:
             direction = "down" if centre_y >= observation.viewport[1] else "up"
             return self._reply(move["subtask"], f"Scroll {direction} to find the target.", {"action": "scroll", "direction": direction})
         if self.interaction == "labels" and self._named(element, observation):
-            target = {"element": " ".join(element.text.split())}
+            target = {"element": element.label}
         elif self.interaction in ELEMENT_INTERACTIONS:
             target = {"element_id": element.mark}
         else:
@@ -126,7 +126,6 @@ class OracleAgent:
             return self._reply(move["subtask"], move["say"], {"action": "type", **target, "text": move["text"]})
         return self._reply(move["subtask"], move["say"], {"action": "left_click", **target})
 
-
     def _named(self, element: Element, observation: Observation) -> bool:
         """labels: the oracle names an element by label where the instruction names it (a
         department, an event, a person: the choice among siblings becomes a copy of the
@@ -134,9 +133,9 @@ class OracleAgent:
         as under set_of_marks (menus, fields, buttons: what a warm start trained on numbers
         already does). Not the link home: its label is the site's name, which every
         instruction mentions."""
-        label = " ".join(element.text.split())
-        return bool(label) and element.oid != "home" and re.search(rf"(?<!\w){re.escape(label)}(?!\w)", self.instruction) is not None \
-            and observation.labelled(label) is element
+        label = element.label
+        in_instruction = re.search(rf"(?<!\w){re.escape(label)}(?!\w)", self.instruction) is not None
+        return bool(label) and element.oid != "home" and in_instruction and observation.labelled(label) is element
 
 
 def _find(elements: list[Element], oid: str) -> Element | None:
