@@ -1,6 +1,8 @@
 """What the studies run on one H200 share (not a study: the runner and tests skip `_` files).
 
-The shipped warm start, the browser-free driver on the host's 16 cores (the GPU host has
+The warm start every study so far was measured from (stage 3 of assets/warm_start/README.md,
+clicking by id; kept as assets/warm_start_ids so that their arms stay comparable and can be
+re-run), the browser-free driver on the host's 16 cores (the GPU host has
 no browser), two runs sharing the GPU, the paper's update (3 epochs x 2 minibatches: six
 clipped steps per batch) at a constant 3e-5, groups of 8, 4 informative groups per update,
 greedy evaluation on 120 tasks of the `unseen` split. 12 updates of this take ~2.5 minutes
@@ -8,7 +10,8 @@ of RL per run (BENCHMARKS.md "RL fits the tasks it trains on").
 """
 
 RECIPE = {
-    "model.path": "assets/warm_start",   # the embedded default's warm start
+    "model.path": "assets/warm_start_ids",   # the embedded default's warm start until stop 46
+    "agent.interaction": "set_of_marks",      # ... which clicks by element id
     "sft.steps": 0,
     "eval.split": "unseen",
     "eval.num_tasks": 120,
