@@ -74,6 +74,9 @@ def warm_started(config: config_dict.ConfigDict) -> config_dict.ConfigDict:
     config.rl.max_running_groups = 2           # 16 episodes queued for the 8 pages
     config.rl.dynamic_sampling = True
     config.train.max_updates = 3
+    # RL took 7.5-10 minutes of the 2-core runs of seeds 0 and 1 (9 groups in 10 uniform at
+    # ~80% success); the evaluations and start-up ~5.6: this keeps the run within 15 minutes
+    config.train.max_rl_minutes = 8.0
     return config
 
 
@@ -233,6 +236,10 @@ def bare() -> config_dict.ConfigDict:
     # -- training (python main.py) -------------------------------------------------------
     config.train = config_dict.ConfigDict()
     config.train.max_updates = 3  # RL updates (learner versions published)
+    # minutes of RL after which no new update starts (the one in progress finishes), and the run
+    # goes on to its evaluation with the updates done; 0: no limit. It bounds a run whose
+    # groups are slow to disagree (a confident policy leaves most groups uniform)
+    config.train.max_rl_minutes = 0.0
     # the split RL draws its tasks from; "eval" = the very tasks evaluated, a check that RL can
     # fit the tasks it trains on (their before -> after is then not a held-out result)
     config.train.split = "train"

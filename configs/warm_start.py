@@ -17,4 +17,6 @@ def get_config():
     config.sft.rows_per_step = 128
     config.sft.steps = 4000
     config.learner.rows_per_microbatch = 16
+    # the studies built on this file compare arms at equal updates, not equal minutes
+    config.train.max_rl_minutes = 0.0
     return config

@@ -117,3 +117,21 @@ def test_interrupted_runs_resume_from_their_checkpoints(tmp_path):
             clock_at_save = json.load(f)["rl_seconds"]
         assert resumed[0]["wall_seconds"] > clock_at_save >= at_save["wall_seconds"]
     assert rl_records(workdir)[-1]["update"] == 4 and checkpoint_steps(workdir)[-1] == 4
+
+
+def test_the_rl_time_budget_ends_rl_and_the_run_goes_on_to_its_summary(tmp_path):
+    """train.max_rl_minutes: once spent, no new update starts (the one in progress finishes),
+    and the run is not left to be resumed but summarised, saying how many updates it did."""
+    workdir = str(tmp_path / "run")
+    done = subprocess.run(main_py(workdir, "--config.train.max_updates=1000", "--config.train.max_rl_minutes=0.25"),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "RL time budget of 0.25 min is spent" in done.stdout
+    assert "run again with the same --workdir" not in done.stdout
+    summary = json.load(open(os.path.join(workdir, "summary.json")))
+    updates = len(rl_records(workdir))
+    assert summary["rl_time_budget_spent"] is True and summary["max_updates"] == 1000
+    assert summary["updates"] == updates < 1000
+    assert f"ended RL after {updates} of 1000 updates" in done.stdout
+    if updates:
+        assert checkpoint_steps(workdir)[-1] == updates   # what was trained is saved

@@ -3,8 +3,9 @@
     1. warm start (optional, config.sft.steps > 0): oracle demonstrations collected by
        the browser pool in the model's own prompt format -> supervised steps
     2. checkpoint 0, then the held-out evaluation "before" (saved in eval_before.json)
-    3. asynchronous GRPO (Orchestrator) for config.train.max_updates updates, with a
-       checkpoint every config.train.checkpoint_every updates and on SIGTERM
+    3. asynchronous GRPO (Orchestrator) for config.train.max_updates updates, or fewer where
+       config.train.max_rl_minutes runs out first, with a checkpoint every
+       config.train.checkpoint_every updates and on SIGTERM
     4. the held-out evaluation "after" and a closing summary (summary.json)
 
 A run restarted on the same workdir resumes from its latest checkpoint: parameters,
@@ -29,6 +30,7 @@ import dataclasses
 import logging
 import random
 import signal
+import threading
 import time
 
 import jax
@@ -84,12 +86,12 @@ def _train(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStor
         learner.restore(state)
         print(f"resumed from checkpoint {step}: update {runtime['updates']}, version {learner.version}", flush=True)
         before = run.read_json("eval_before.json")
-    updates = rl_phase(config, run, web, checkpoints, learner, processor, train_tasks, runtime)
+    updates, out_of_time = rl_phase(config, run, web, checkpoints, learner, processor, train_tasks, runtime)
     if config.train.fingerprint:   # every process: a hash of the global parameters (launch/local_multiprocess.sh)
         fingerprint = distributed.fingerprint(learner.params)
         with open(run.file(f"fingerprint.{jax.process_index()}"), "w") as f:
             f.write(fingerprint + "\n")
-    if updates < config.train.max_updates:
+    if updates < config.train.max_updates and not out_of_time:
         print(f"stopped after update {updates}; run again with the same --workdir to resume")
         return {"stopped_at_update": updates}
     after = evaluate_model(config, web, learner.model(), processor, test_tasks, "after RL")
@@ -98,7 +100,13 @@ def _train(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStor
     if not distributed.is_leader():
         return {}
     summary = closing_summary(run, before, after, train_split=config.train.split)
+    # the updates planned, where the RL time budget ended the phase before them
+    summary["max_updates"] = config.train.max_updates
+    summary["rl_time_budget_spent"] = out_of_time and updates < config.train.max_updates
     run.write_json("summary.json", summary)
+    if summary["rl_time_budget_spent"]:
+        print(f"[summary] train.max_rl_minutes={config.train.max_rl_minutes:g} ended RL after {updates} of "
+              f"{config.train.max_updates} updates", flush=True)
     return summary
 
 
@@ -246,8 +254,11 @@ def _with_interval(evaluation: dict) -> str:
 # ---------------------------------------------------------------- asynchronous RL
 
 def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStore, learner, processor,
-             train_tasks: list[Task], runtime: dict) -> int:
-    """Asynchronous GRPO until config.train.max_updates; returns the updates done."""
+             train_tasks: list[Task], runtime: dict) -> tuple[int, bool]:
+    """Asynchronous GRPO until config.train.max_updates, a stop (SIGTERM, Ctrl-C) or the end
+    of config.train.max_rl_minutes; returns the updates done and whether the time budget
+    ended the phase (on any process, and no signal on any: then every process goes on to the
+    evaluation)."""
     store = screenshot_store(config, "rl", host=jax.process_index())
     own = own_runtime(runtime)
     engine = make_engine(config, learner.model(), processor, config.rl.temperature, top_p=1.0,   # what the learner scores
@@ -260,11 +271,40 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
                     rl_seconds_done=runtime.get("rl_seconds", 0.0))
     orchestrator.on_update = log.after_update
 
-    with stop_on_signals(orchestrator), engine:
+    with stop_on_signals(orchestrator) as signalled, engine, \
+            rl_time_budget(config, orchestrator, runtime) as out_of_time:
         updates = orchestrator.run(updates_done=runtime["updates"])
 
     log.close(updates)
-    return updates
+    # a signal on any process wins over the budget: the run then stops to be resumed
+    signalled_anywhere = distributed.any_process(signalled.is_set(), "rl/signalled")
+    return updates, distributed.any_process(out_of_time.is_set(), "rl/time-budget") and not signalled_anywhere
+
+
+@contextlib.contextmanager
+def rl_time_budget(config, orchestrator: Orchestrator, runtime: dict):
+    """An Event set, and the orchestrator stopped, once config.train.max_rl_minutes of RL have
+    passed, counting the RL time a resumed run's checkpoint recorded (the clock at its last
+    update: a run restarted after the budget ended it gets the time since then again)."""
+    out_of_time = threading.Event()
+    budget_s = 60.0 * config.train.max_rl_minutes
+    if budget_s <= 0:
+        yield out_of_time
+        return
+
+    def spent():
+        out_of_time.set()
+        print(f"[rl] the RL time budget of {config.train.max_rl_minutes:g} min is spent: finishing the update in "
+              "progress, then evaluating", flush=True)
+        orchestrator.stop()
+
+    timer = threading.Timer(max(budget_s - runtime.get("rl_seconds", 0.0), 0.0), spent)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield out_of_time
+    finally:
+        timer.cancel()
 
 
 class UpdateLog:
@@ -369,17 +409,21 @@ def trained_episode_stats(episodes: list[dict]) -> dict:
 @contextlib.contextmanager
 def stop_on_signals(orchestrator: Orchestrator):
     """SIGTERM or Ctrl-C: finish the update in progress, then stop (a checkpoint follows);
-    a second Ctrl-C leaves at once (the last periodic checkpoint stays)."""
+    a second Ctrl-C leaves at once (the last periodic checkpoint stays). Yields an Event set
+    once a signal came."""
+    signalled = threading.Event()   # (the orchestrator may also have been stopped by the RL time budget)
+
     def on_signal(signum, frame):
-        if orchestrator.stopping and signum == signal.SIGINT:
+        if signalled.is_set() and signum == signal.SIGINT:
             raise KeyboardInterrupt
+        signalled.set()
         print(f"\n{signal.Signals(signum).name}: finishing the update in progress, then saving a checkpoint",
               flush=True)
         orchestrator.stop()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        yield
+        yield signalled
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
