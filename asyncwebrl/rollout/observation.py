@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 
 from asyncwebrl.rollout.response import GRID, Action, noop
+from asyncwebrl.web.page_text import squash_spaces
 
 OBSERVATIONS = ("screenshot", "text", "text+screenshot")
 
@@ -38,7 +39,7 @@ class Element:
     @property
     def label(self) -> str:
         """Its text with runs of whitespace squashed to one space: what a `labels` action names."""
-        return " ".join(self.text.split())
+        return squash_spaces(self.text)
 
     @property
     def centre(self) -> tuple[float, float]:
@@ -82,7 +83,7 @@ class Observation:
     def labelled(self, label: str) -> Element | None:
         """The first listed element (in page order) whose label is exactly `label`, spaces
         squashed: what an action of the `labels` interaction names."""
-        wanted = " ".join(label.split())
+        wanted = squash_spaces(label)
         return next((e for e in self.marked() if e.label == wanted), None)
 
     def element_list(self) -> str:

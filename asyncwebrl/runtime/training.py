@@ -86,12 +86,12 @@ def _train(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStor
         learner.restore(state)
         print(f"resumed from checkpoint {step}: update {runtime['updates']}, version {learner.version}", flush=True)
         before = run.read_json("eval_before.json")
-    updates, out_of_time = rl_phase(config, run, web, checkpoints, learner, processor, train_tasks, runtime)
+    updates, budget_ended_rl = rl_phase(config, run, web, checkpoints, learner, processor, train_tasks, runtime)
     if config.train.fingerprint:   # every process: a hash of the global parameters (launch/local_multiprocess.sh)
         fingerprint = distributed.fingerprint(learner.params)
         with open(run.file(f"fingerprint.{jax.process_index()}"), "w") as f:
             f.write(fingerprint + "\n")
-    if updates < config.train.max_updates and not out_of_time:
+    if updates < config.train.max_updates and not budget_ended_rl:
         print(f"stopped after update {updates}; run again with the same --workdir to resume")
         return {"stopped_at_update": updates}
     after = evaluate_model(config, web, learner.model(), processor, test_tasks, "after RL")
@@ -102,9 +102,9 @@ def _train(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStor
     summary = closing_summary(run, before, after, train_split=config.train.split)
     # the updates planned, where the RL time budget ended the phase before them
     summary["max_updates"] = config.train.max_updates
-    summary["rl_time_budget_spent"] = out_of_time and updates < config.train.max_updates
+    summary["rl_time_budget_spent"] = budget_ended_rl
     run.write_json("summary.json", summary)
-    if summary["rl_time_budget_spent"]:
+    if budget_ended_rl:
         print(f"[summary] train.max_rl_minutes={config.train.max_rl_minutes:g} ended RL after {updates} of "
               f"{config.train.max_updates} updates", flush=True)
     return summary
@@ -257,8 +257,8 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
              train_tasks: list[Task], runtime: dict) -> tuple[int, bool]:
     """Asynchronous GRPO until config.train.max_updates, a stop (SIGTERM, Ctrl-C) or the end
     of config.train.max_rl_minutes; returns the updates done and whether the time budget
-    ended the phase (on any process, and no signal on any: then every process goes on to the
-    evaluation)."""
+    ended the phase before max_updates (on any process, and no signal on any: then every
+    process goes on to the evaluation)."""
     store = screenshot_store(config, "rl", host=jax.process_index())
     own = own_runtime(runtime)
     engine = make_engine(config, learner.model(), processor, config.rl.temperature, top_p=1.0,   # what the learner scores
@@ -278,7 +278,8 @@ def rl_phase(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointSt
     log.close(updates)
     # a signal on any process wins over the budget: the run then stops to be resumed
     signalled_anywhere = distributed.any_process(signalled.is_set(), "rl/signalled")
-    return updates, distributed.any_process(out_of_time.is_set(), "rl/time-budget") and not signalled_anywhere
+    out_of_time_anywhere = distributed.any_process(out_of_time.is_set(), "rl/time-budget")
+    return updates, out_of_time_anywhere and not signalled_anywhere and updates < config.train.max_updates
 
 
 @contextlib.contextmanager

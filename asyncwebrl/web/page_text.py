@@ -143,7 +143,8 @@ def _quote(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def _squash(text: str) -> str:
+def squash_spaces(text: str) -> str:
+    """Runs of whitespace as one space, none at the ends (how a label is shown and compared)."""
     return " ".join(text.split())
 
 
@@ -175,7 +176,7 @@ class _Reader(html.parser.HTMLParser):
 
     # -- lines -------------------------------------------------------------------------
     def _flush(self) -> None:
-        line = _squash(self._line)
+        line = squash_spaces(self._line)
         if line:
             self.items.append(self._prefix + line)
         self._line, self._prefix = "", ""
@@ -204,7 +205,7 @@ class _Reader(html.parser.HTMLParser):
         if tag == "tr":
             self._cells = 0
         if tag in _CELL_TAGS and not self._capture:
-            if self._cells and _squash(self._line):
+            if self._cells and squash_spaces(self._line):
                 self._line += " | "
             elif self._cells:
                 self._line = "| "
@@ -324,7 +325,7 @@ def _field_labels(controls: list[Control]) -> dict[int, str]:
             continue
         target = by_id.get(control.attrs.get("for", ""), control.control)
         if target is not None and target not in labels:
-            labels[target] = _squash(control.text)
+            labels[target] = squash_spaces(control.text)
     return labels
 
 
@@ -342,8 +343,8 @@ def _element(controls: list[Control], index: int, labels: dict[int, str]) -> Pag
     elif control.tag in ("input", "textarea", "select"):
         label = attrs.get("aria-label") or labels.get(index) or attrs.get("placeholder") or attrs.get("name", "")
     else:
-        label = _squash(control.text) or attrs.get("aria-label", "") or attrs.get("title", "")
-    return PageElement(id=0, role=_role(controls, control), label=_squash(label), control=control, state=state)
+        label = squash_spaces(control.text) or attrs.get("aria-label", "") or attrs.get("title", "")
+    return PageElement(id=0, role=_role(controls, control), label=squash_spaces(label), control=control, state=state)
 
 
 def _number(title: str, elements: list[PageElement], ordered: bool) -> None:
@@ -373,8 +374,8 @@ def parse_page(document: str, *, ordered: bool = False) -> ParsedPage:
             item = _element(reader.controls, item, labels)
             elements.append(item)
         items.append(item)
-    _number(_squash(reader.title), elements, ordered)
-    return ParsedPage(title=_squash(reader.title), items=items, elements=elements, controls=reader.controls,
+    _number(squash_spaces(reader.title), elements, ordered)
+    return ParsedPage(title=squash_spaces(reader.title), items=items, elements=elements, controls=reader.controls,
                       forms=reader.forms)
 
 
