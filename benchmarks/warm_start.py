@@ -293,6 +293,7 @@ def main() -> None:
     import jax
 
     from asyncwebrl.model import save_pretrained
+    from asyncwebrl.runtime import agent_record
     from asyncwebrl.runtime.build import build_model, make_engine, make_learner
     from asyncwebrl.web.tasks import generate_tasks, select_balanced
 
@@ -338,6 +339,7 @@ def main() -> None:
     def save(checkpoint: str, step: int) -> None:
         save_pretrained(learner.model(), checkpoint, dtype=jax.numpy.dtype(args.save_dtype))
         processor.save_pretrained(checkpoint)
+        agent_record.write(checkpoint, config.agent)
         log({"event": "saved", "step": step, "path": checkpoint})
 
     def evaluate(step: int) -> None:

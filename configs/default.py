@@ -95,6 +95,10 @@ def bare() -> config_dict.ConfigDict:
     # Without model.path: the tokenizer of the randomly initialised preset, a directory with
     # tokenizer.json (e.g. assets/embedded, fitted to the local web); "" = the byte tokenizer
     config.model.tokenizer = ""
+    # refuse a model.path whose agent.json (benchmarks/warm_start.py writes it) records other
+    # agent.observation / interaction / response_format than the run's: a checkpoint that clicks
+    # by label, run under set_of_marks, has every such click refused (asyncwebrl/runtime/agent_record.py)
+    config.model.check_agent = True
     config.model.checkpoint = ""  # --mode=eval: a training run's W/checkpoints (latest step's weights)
     config.model.checkpoint_step = -1  # ... which of them: the update it was saved at (-1 = the latest readable)
     config.model.dtype = "float32"  # parameter storage; bfloat16 on accelerators

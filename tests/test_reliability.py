@@ -272,6 +272,32 @@ def test_every_shipped_config_passes_validation():
     validate_config(importlib.import_module("configs.default").get_config("bare"))
 
 
+def test_a_warm_start_run_under_other_agent_settings_than_it_was_trained_with_is_refused(tmp_path):
+    """assets/warm_start clicks by label: under set_of_marks each such click would be a no-op,
+    a low score rather than an error. Its agent.json names what it was trained with."""
+    import json
+
+    from asyncwebrl.runtime import agent_record
+    from asyncwebrl.runtime.validate import validate_config
+
+    validate_config(default_config())   # the embedded default agrees with its checkpoint
+    with pytest.raises(ValueError, match="agent.interaction='set_of_marks', but assets/warm_start was trained "
+                                         "with agent.interaction='labels'"):
+        validate_config(default_config(**{"agent.interaction": "set_of_marks"}))
+    with pytest.raises(ValueError, match="agent.response_format='action'.*--config.agent.response_format=memory"):
+        validate_config(default_config(**{"agent.response_format": "action"}))
+    validate_config(default_config(**{"agent.interaction": "set_of_marks", "model.check_agent": False}))
+    validate_config(default_config(**{"agent.text_budget": 1024}))   # a longer page cut: not a mismatch
+
+    # what benchmarks/warm_start.py writes is what the check reads
+    config = default_config(**{"agent.interaction": "set_of_marks"})
+    agent_record.write(str(tmp_path), config.agent)
+    assert json.loads((tmp_path / "agent.json").read_text())["interaction"] == "set_of_marks"
+    assert agent_record.mismatch(str(tmp_path), config.agent) is None
+    assert "agent.interaction='labels'" in agent_record.mismatch(str(tmp_path), default_config().agent)
+    assert agent_record.mismatch(str(tmp_path / "elsewhere"), config.agent) is None   # records nothing
+
+
 def test_main_refuses_a_bad_value_before_building_anything(tmp_path):
     import os
     import subprocess

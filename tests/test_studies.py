@@ -53,6 +53,28 @@ def test_the_shipped_studies_load():
     assert names and all(studies.load_study(os.path.join(folder, name)).arms for name in names)
 
 
+def test_every_arm_of_the_shipped_studies_passes_main_pys_checks():
+    """Each arm's config as its runs get it, through validate_config: the agent settings
+    included, which must be those its warm start records (asyncwebrl/runtime/agent_record.py)."""
+    from asyncwebrl.runtime.validate import validate_config
+
+    folder = os.path.join(studies.ROOT, "configs", "studies")
+    for name in sorted(name for name in os.listdir(folder) if name.endswith(".py") and not name.startswith("_")):
+        study = studies.load_study(os.path.join(folder, name))
+        for arm, keys in study.arms.items():
+            config = studies.base_config(study.base)
+            for key, value in {**study.flags, **keys}.items():
+                section, field = key.rsplit(".", 1)
+                node = config
+                for part in section.split("."):
+                    node = node[part]
+                node[field] = value
+            try:
+                validate_config(config)
+            except ValueError as error:
+                raise AssertionError(f"{name} arm {arm}: {error}") from None
+
+
 def test_an_arm_and_seed_become_one_main_py_command(tmp_path):
     study = studies.load_study(write_study(tmp_path, STUDY.format(FLAGS={"agent.train_step_limits": (2, 3, 4)})))
     line = studies.command(study, "async", 0, "/out")

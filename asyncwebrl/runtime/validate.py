@@ -8,6 +8,7 @@ name them without their playwright (~1 s) or JAX."""
 from __future__ import annotations
 
 from asyncwebrl.envs import SOURCES
+from asyncwebrl.runtime import agent_record
 from asyncwebrl.learner.choices import LOSSES, NORMALIZERS
 from asyncwebrl.records import TRAINED_REWARDS
 from asyncwebrl.runtime.groups import TASK_SAMPLING
@@ -62,3 +63,7 @@ def validate_config(config) -> None:
                          "trains on successes alone, and partial credit is not one")
     if not 0 < config.eval.top_p <= 1:
         raise ValueError(f"eval.top_p must be in (0, 1], got {config.eval.top_p}")
+    if config.model.path and config.model.check_agent:
+        problem = agent_record.mismatch(config.model.path, config.agent)
+        if problem:
+            raise ValueError(problem)
