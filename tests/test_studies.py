@@ -217,7 +217,8 @@ def test_a_fresh_report_is_read_and_a_stale_one_rebuilt_from_the_study_it_names(
     base = studies.base_config("configs/warm_start.py")
     assert arms["coupled_eta2"]["settings"]["agent.train_step_limits"] == list(base.agent.train_step_limits)
     pairs = [(a["arm"], b["arm"]) for a, b in studies.paired_arms(report, "loss.decoupled")]
-    assert pairs == [("decoupled_eta2", "coupled_eta2"), ("decoupled_eta4", "coupled_eta4")]
+    assert pairs == [("decoupled_eta2", "coupled_eta2"), ("decoupled_eta4", "coupled_eta4"),
+                     ("decoupled_eta4_unpaced", "coupled_eta4_unpaced")]   # paired within rl.pace_admission too
 
 
 def test_the_report_compares_the_same_tasks_before_and_after_and_arms_with_each_other(tmp_path):
