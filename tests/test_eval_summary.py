@@ -97,6 +97,24 @@ def test_the_closing_summary_shows_a_dash_for_missing_rates(tmp_path, capsys, sk
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_closing_summary_says_how_many_groups_rl_trained_on(tmp_path, capsys):
+    """Updates x rl.groups_per_batch groups trained, against the uniform groups dropped (the
+    last record's running count): what bounds a run in which success did not move."""
+    run = RunDirectory(str(tmp_path), tensorboard=False)
+    for update, dropped in [(1, 7), (2, 16)]:
+        run.log({"phase": "rl", "update": update, "episodes": 72 * update, "groups_dropped_uniform": dropped,
+                 "staleness_mean": 0.5, "staleness_max": 1, "trajectories_per_hour": 1000.0}, update)
+    summary = closing_summary(run, None, None, train_split=bare().train.split, groups_per_batch=2)
+    run.close()
+    assert (summary["groups_trained"], summary["groups_dropped_uniform"]) == (4, 16)
+    assert "RL trained on 4 groups; 16 finished groups had equal rewards (no signal) and were dropped" in \
+        capsys.readouterr().out
+    empty = RunDirectory(str(tmp_path / "no_rl"), tensorboard=False)   # no RL record: null, not 0
+    summary = closing_summary(empty, None, None, train_split=bare().train.split)
+    empty.close()
+    assert summary["groups_trained"] is None and summary["groups_dropped_uniform"] is None
+
+
 def test_wilson_interval_matches_known_values():
     assert wilson_interval(0, 0) is None
     assert wilson_interval(0, 6) == [0.0, 0.3903]      # the embedded default's 0/6

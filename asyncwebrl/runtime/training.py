@@ -99,7 +99,8 @@ def _train(config, run: RunDirectory, web: LocalWeb, checkpoints: CheckpointStor
         run.write_json("eval.json", after)
     if not distributed.is_leader():
         return {}
-    summary = closing_summary(run, before, after, train_split=config.train.split)
+    summary = closing_summary(run, before, after, train_split=config.train.split,
+                              groups_per_batch=config.rl.groups_per_batch)
     # the updates planned, where the RL time budget ended the phase before them
     summary["max_updates"] = config.train.max_updates
     summary["rl_time_budget_spent"] = budget_ended_rl
@@ -197,8 +198,10 @@ def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], l
     return summary
 
 
-def closing_summary(run: RunDirectory, before: dict | None, after: dict | None, *, train_split: str) -> dict:
-    """train_split "eval": RL trained on the evaluated tasks, so they are not held out."""
+def closing_summary(run: RunDirectory, before: dict | None, after: dict | None, *, train_split: str,
+                    groups_per_batch: int = 1) -> dict:
+    """train_split "eval": RL trained on the evaluated tasks, so they are not held out.
+    groups_per_batch (rl.groups_per_batch): the groups every update trains on, of all processes."""
     records = [r for r in run.records() if r.get("phase") == "rl"]
     last = records[-1] if records else {}
     before, after = before or {}, after or {}
@@ -218,6 +221,10 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None, 
         # over every update's trained episodes (the last update's alone is a handful of groups)
         "steps_per_episode": _rounded(_over_updates(records, "steps_per_episode"), 1),
         "tokens_per_step": _rounded(_over_updates(records, "tokens_per_step"), 1),
+        # how much RL had to learn from: the groups trained, against the finished groups whose
+        # rewards were all equal (dynamic sampling drops them: no group-relative signal)
+        "groups_trained": last.get("update", 0) * groups_per_batch if records else None,
+        "groups_dropped_uniform": last.get("groups_dropped_uniform"),
     }
     if distributed.is_leader():
         summary["plot"] = plot_training(records, before or None, after or None, run.file("training.png"))
@@ -235,6 +242,10 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None, 
           f"{summary['trajectories_per_hour']} trajectories/h, staleness mean {summary['staleness_mean']} "
           f"max {summary['staleness_max']}, {summary['steps_per_episode']} steps/episode, "
           f"{summary['tokens_per_step']} tokens/step")
+    if summary["groups_trained"] is not None:
+        dropped = summary["groups_dropped_uniform"]
+        print(f"[summary] RL trained on {summary['groups_trained']} groups"
+              + (f"; {dropped} finished groups had equal rewards (no signal) and were dropped" if dropped else ""))
     if summary.get("plot"):
         print(f"[summary] plot: {summary['plot']}")
     return summary
