@@ -571,7 +571,9 @@ def plot(arms: list[dict], path: str) -> None:
             low, high = pooled["interval_95"]
             bars.bar(i + offset, pooled["success"], width, color=colour, label=key if i == 0 else None,
                      yerr=[[pooled["success"] - low], [high - pooled["success"]]], capsize=3)
-    bars.set_xticks(range(len(arms)), [arm["arm"] for arm in arms])
+    # more than three arms' names run into each other side by side: slanted, ending at their bar
+    slanted = {"rotation": 30, "ha": "right", "fontsize": 8} if len(arms) > 3 else {}
+    bars.set_xticks(range(len(arms)), [arm["arm"] for arm in arms], **slanted)
     bars.set_ylim(0, 1)
     bars.set_title(f"{_evaluated(arms).capitalize()} success, pooled over seeds (95% Wilson)")
     if curves.get_legend_handles_labels()[0]:
