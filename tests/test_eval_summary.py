@@ -81,7 +81,8 @@ def test_the_closing_summary_shows_a_dash_for_missing_rates(tmp_path, capsys, sk
     before = None if skipped_before else summarize([episode("easy", reward=0.0), episode("hard", "crashed", None)])
     after = summarize([episode("easy", reward=1.0), episode("hard", reward=0.0)])
     run = RunDirectory(str(tmp_path), tensorboard=False)
-    summary = closing_summary(run, before, after, train_split=bare().train.split)
+    summary = closing_summary(run, before, after, train_split=bare().train.split,
+                              groups_per_batch=bare().rl.groups_per_batch)
     run.close()
     printed = capsys.readouterr().out
     assert summary["success_before"] == (None if skipped_before else 0.0)
@@ -110,7 +111,7 @@ def test_the_closing_summary_says_how_many_groups_rl_trained_on(tmp_path, capsys
     assert "RL trained on 4 groups; 16 finished groups had equal rewards (no signal) and were dropped" in \
         capsys.readouterr().out
     empty = RunDirectory(str(tmp_path / "no_rl"), tensorboard=False)   # no RL record: null, not 0
-    summary = closing_summary(empty, None, None, train_split=bare().train.split)
+    summary = closing_summary(empty, None, None, train_split=bare().train.split, groups_per_batch=2)
     empty.close()
     assert summary["groups_trained"] is None and summary["groups_dropped_uniform"] is None
 

@@ -199,7 +199,7 @@ def evaluate_model(config, web: LocalWeb, model, processor, tasks: list[Task], l
 
 
 def closing_summary(run: RunDirectory, before: dict | None, after: dict | None, *, train_split: str,
-                    groups_per_batch: int = 1) -> dict:
+                    groups_per_batch: int) -> dict:
     """train_split "eval": RL trained on the evaluated tasks, so they are not held out.
     groups_per_batch (rl.groups_per_batch): the groups every update trains on, of all processes."""
     records = [r for r in run.records() if r.get("phase") == "rl"]
