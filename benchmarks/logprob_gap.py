@@ -75,6 +75,10 @@ def run_config(preset: str, model_path: str, param_dtype: str, dtype: str, atten
     config.sampler.capacity = prompt + new_tokens
     config.learner.images_per_microbatch = images
     config.learner.rows_per_microbatch = 1
+    # The learner builds its optimiser state, which the log-prob pass never reads: bf16 moments
+    # let an 8B learner (16 GB of bf16 weights, 32 GB of moments) fit an 80 GB card (float32
+    # moments ran it out of memory in the pass)
+    config.optimizer.moment_dtype = "bfloat16"
     return config
 
 
