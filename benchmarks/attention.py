@@ -2,7 +2,7 @@
 segments, per implementation (issue 25 item 1).
 
     python3 benchmarks/attention.py [--presets 8b,2b] [--row-length 16384] [--segment 1024]
-        [--implementations xla,pallas_stock,pallas] [--tiles 128,128,64,64[,8] ...]
+        [--implementations xla,pallas_stock,pallas] [--tiles 128,64,64,64[,4] ...]
     .venv/bin/python benchmarks/attention.py --presets tiny --row-length 512 --segment 128 --repeats 1  # CPU
 
 One row of `--row-length` tokens packed with segments of `--segment` tokens on average
@@ -120,8 +120,7 @@ def implementations(names, tile_settings):
             yield name, stock_attention, None
         elif name == "pallas":
             for tiles in tile_settings:
-                label = f"pallas[{tiles.query},{tiles.key},{tiles.backward_outer},{tiles.backward_inner}" + (
-                    f",{tiles.warps}]" if tiles.warps else "]")
+                label = f"pallas[{tiles.query},{tiles.key},{tiles.backward_outer},{tiles.backward_inner},{tiles.warps}]"
                 yield label, (lambda t: lambda q, k, v, s: flash.flash_segment_attention(q, k, v, s, causal=True,
                                                                                         tiles=t))(tiles), tiles
         else:
@@ -129,10 +128,10 @@ def implementations(names, tile_settings):
 
 
 def parse_tiles(text: str) -> flash.Tiles:
-    """'query,key,backward_outer,backward_inner[,warps]' -> Tiles."""
+    """'query,key,backward_outer,backward_inner[,warps]' -> Tiles (warps: the default's)."""
     query, key, outer, inner, *warps = (int(x) for x in text.split(","))
     return flash.Tiles(query=query, key=key, backward_outer=outer, backward_inner=inner,
-                       warps=warps[0] if warps else None)
+                       **({"warps": warps[0]} if warps else {}))
 
 
 def main() -> None:

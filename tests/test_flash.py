@@ -113,8 +113,8 @@ def test_bfloat16_inputs():
 
 
 def test_segment_attention_runs_the_kernel_at_its_own_tiles():
-    """layers.segment_attention(implementation="pallas") with the production tiles (128
-    positions forward, 64 backward) on a 200-position row padded to 256."""
+    """layers.segment_attention(implementation="pallas") with the production tiles (128 x 64
+    forward, 64 x 64 backward, 4 warps) on a 200-position row padded to 256."""
     segments = jnp.asarray([[1] * 70 + [2] * 100 + [0] * 30], jnp.int32)
     (q, k, v), probe = random_inputs(200, 4, 2, 32)
     run = lambda implementation: outputs_and_gradients(  # noqa: E731

@@ -46,20 +46,20 @@ class Tiles:
     """Tile sizes (powers of two). The forward runs one program per `query` positions and
     steps over `key` positions; the dk/dv pass runs one program per `backward_outer` keys
     stepping over `backward_inner` queries, the dq pass the other way round."""
+    # 128 x 64 forward tiles, 64 x 64 backward tiles, 4 warps: on an H100, a 16k row of 1k
+    # segments trains (forward + backward) 1.69x (8B heads) and 1.39x (2B) faster than 128 x 128
+    # with 8 warps, the best of 19 settings tried (BENCHMARKS.md "Packed-row flash attention")
     query: int = 128
-    key: int = 128
+    key: int = 64
     backward_outer: int = 64
     backward_inner: int = 64
-    warps: int | None = None      # None: 4 up to head_dim 64, else 8
+    warps: int = 4
     stages: int = 2
 
     @property
     def multiple(self) -> int:
         """What the sequence length is padded to: every tile divides it."""
         return max(self.query, self.key, self.backward_outer, self.backward_inner)
-
-    def warps_for(self, head_dim: int) -> int:
-        return self.warps or (4 if head_dim <= 64 else 8)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,7 +249,7 @@ def _one_tile(tile: int, head_dim: int):
 
 
 def _params(call: _Call, head_dim: int):
-    return plgpu.CompilerParams(num_warps=call.tiles.warps_for(head_dim), num_stages=call.tiles.stages)
+    return plgpu.CompilerParams(num_warps=call.tiles.warps, num_stages=call.tiles.stages)
 
 
 def _forward(q, k, v, segment_ids, spans, call: _Call):
