@@ -17,7 +17,7 @@ from asyncwebrl.rollout import response as response_module
 from asyncwebrl.rollout.policies import PolicyFailure, Reply
 from asyncwebrl.rollout.response import format_response, response_action
 from asyncwebrl.rollout.screenshots import ScreenshotStore
-from asyncwebrl.runtime.evaluate import run_tasks, summarize, write_eval
+from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize, write_eval
 from asyncwebrl.runtime.rundir import RunDirectory
 from asyncwebrl.web.evaluator import Judgement
 from asyncwebrl.web.server import LocalWeb
@@ -223,6 +223,10 @@ def test_a_blocked_site_a_policy_bug_and_a_judge_bug_end_only_their_episodes(tmp
     summary = summarize(trajectories, wall)
     assert (summary["episodes"], summary["crashed"], summary["unknown_reward"]) == (1, 2, 1)
     assert summary["crash_reasons"] == {"KeyError": 1, "ValueError": 1}
+    # each crash with its message, as a training run's eval_before.json / eval.json keep it
+    crashes = {crash["task_id"]: crash["error"] for crash in summary["crashes"]}
+    assert crashes.keys() == {"blocked", "policy-bug"} and "navigation blocked" in crashes["blocked"]
+    assert "crashed: policy-bug: KeyError" in format_table(summary)
     with open(write_eval(str(tmp_path), summary, trajectories)) as f:
         assert json.load(f)["success_rate"] == 1.0
     assert store.stats.entries == 0

@@ -82,6 +82,17 @@ def _crash_reasons(trajectories: list[Trajectory]) -> dict[str, int]:
     return dict(sorted(reasons.items()))
 
 
+CRASHES_KEPT = 10   # crashed episodes whose messages an evaluation keeps (`crashed` counts them all)
+
+
+def _crashes(trajectories: list[Trajectory]) -> list[dict]:
+    """The first crashed episodes with their messages: a training run writes only its
+    evaluations' summaries (no episode file), where a count by name alone would leave a
+    crash unexplained (which prompt was refused, which page hung)."""
+    crashed = [t for t in trajectories if t.outcome == "crashed"][:CRASHES_KEPT]
+    return [{"task_id": t.task.task_id, "error": t.error} for t in crashed]
+
+
 def _mean(values: list[float]) -> float | None:
     return round(statistics.fmean(values), 3) if values else None
 
@@ -135,6 +146,7 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
                       for name, ts in sorted(by_family.items())},
         "crashed": sum(t.outcome == "crashed" for t in trajectories),
         "crash_reasons": _crash_reasons(trajectories),
+        "crashes": _crashes(trajectories),
         "blocked": sum(t.outcome == "blocked" for t in trajectories),
         "unknown_reward": sum(t.outcome in SCORED_OUTCOMES and t.reward is None for t in trajectories),
         "mean_steps_success": _mean([len(t.steps) for t in scored if t.success]),
@@ -236,6 +248,7 @@ def format_table(summary: dict, *, families: bool = False) -> str:
     extras = {k: summary.get(k) for k in ("crashed", "blocked", "unknown_reward", "mean_steps_success",
                                           "mean_steps_failure", "action_errors", "wall_seconds", "steps_per_second")}
     lines.append("  ".join(f"{k}={v}" for k, v in extras.items() if v is not None))
+    lines += [f"crashed: {crash['task_id']}: {crash['error']}" for crash in summary.get("crashes", [])]
     return "\n".join(lines)
 
 
