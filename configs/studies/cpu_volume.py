@@ -18,4 +18,4 @@ BASE = "configs/default.py"
 FLAGS = {"browser.driver": "http", "train.max_rl_minutes": 0.0, "optimizer.final_lr_fraction": 1.0,
          "train.checkpoint_every": 8, "train.keep_checkpoints": 10}
 ARMS = {"adapt": {"train.split": "adapt", "eval.split": "test", "train.max_updates": 48}}
-SEEDS = (0,)
+SEEDS = (0, 1, 2)
