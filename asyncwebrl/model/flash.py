@@ -248,7 +248,7 @@ def _one_tile(tile: int, head_dim: int):
     return pl.BlockSpec((None, tile, None, head_dim), lambda i, b, head: (b, i, head, 0))
 
 
-def _params(call: _Call, head_dim: int):
+def _params(call: _Call):
     return plgpu.CompilerParams(num_warps=call.tiles.warps, num_stages=call.tiles.stages)
 
 
@@ -266,7 +266,7 @@ def _forward(q, k, v, segment_ids, spans, call: _Call):
                   pl.BlockSpec((None, length), lambda i, b, head: (b, 0))],
         out_specs=[_one_tile(tile, head_dim), pl.BlockSpec((None, None, tile), lambda i, b, head: (b, head, i))],
         out_shape=[jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct((batch, heads, length), jnp.float32)],
-        compiler_params=_params(call, head_dim), interpret=call.interpret, name="segment_flash_forward",
+        compiler_params=_params(call), interpret=call.interpret, name="segment_flash_forward",
     )(lo, hi, q, k, v, segment_ids)
     return out, lse
 
@@ -287,7 +287,7 @@ def _key_value_gradients(q, k, v, segment_ids, spans, dout, lse, delta, call: _C
                   row_stats, row_stats],
         out_specs=[_one_tile(tile, head_dim), _one_tile(tile, head_dim)],
         out_shape=[jax.ShapeDtypeStruct(k.shape, k.dtype), jax.ShapeDtypeStruct(v.shape, v.dtype)],
-        compiler_params=_params(call, head_dim), interpret=call.interpret, name="segment_flash_dkv",
+        compiler_params=_params(call), interpret=call.interpret, name="segment_flash_dkv",
     )(lo, hi, q, k, v, segment_ids, dout, lse, delta)
 
 
@@ -307,7 +307,7 @@ def _query_gradients(q, k, v, segment_ids, spans, dout, lse, delta, call: _Call)
                   row_stats, row_stats],
         out_specs=_one_tile(tile, head_dim),
         out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
-        compiler_params=_params(call, head_dim), interpret=call.interpret, name="segment_flash_dq",
+        compiler_params=_params(call), interpret=call.interpret, name="segment_flash_dq",
     )(lo, hi, q, k, v, segment_ids, dout, lse, delta)
 
 
