@@ -200,6 +200,31 @@ def test_a_long_episode_prompt_fits_the_slot_the_page_giving_way():
     assert f"Task: {task.task_name}" in text.split("Page:")[-1]  # the task still follows the page
 
 
+def test_a_degenerate_response_shown_in_full_is_cut_when_the_page_cannot_make_room():
+    """The warm start once repeated a word for its whole 320-token response; shown in full
+    in the next prompt it re-encoded to 953 tokens, over the slot with the page cut to
+    nothing, and the episode crashed (PolicyUnavailable). The shown response gives way next."""
+    task = generate_tasks("test", 1)[0]
+    processor = Processor.from_pretrained("assets/embedded")
+    count = lambda text: len(processor.encode_text(text))  # noqa: E731
+    response = 'Memory: {"' + "radio" * 300
+    limit = 600
+    assert count(response) > limit   # no page cut alone could make this prompt fit
+    steps = [Step(index=0, url=task.website, title="Home", screenshot_key="", response=response, action={},
+                  action_error="expected exactly one <tool_call>, found 0")]
+    page = "\n".join(f'[{i}] link "Department of subject number {i}"' for i in range(1, 40))
+    observation = Observation(url=task.website, title="Home", screenshot_key="", elements=[], scroll_y=0,
+                              page_height=0, viewport=(1280, 720), step=1, text=page)
+    builder = prompt_builder(interaction="labels", observation="text", system_message=False,
+                             response_format="memory+action", text_budget=512, count_tokens=count, prompt_limit=limit)
+    encoded, _ = encode_step(builder, processor, ScreenshotStore.in_memory(), task, steps, observation)
+    text = processor.decode(encoded["input_ids"].tolist())
+    assert limit - 40 <= len(encoded["input_ids"]) <= limit   # cut to fit, not to nothing
+    assert 'Memory: {"radioradio' in text and "[... response cut ...]" in text
+    assert "[... page cut here:" in text   # the page gave way first
+    assert f"Task: {task.task_name}" in text and text.rstrip().endswith("assistant")
+
+
 def parity_sample() -> list:
     """Held-out tasks covering the four site kinds and the three levels."""
     chosen: dict = {}

@@ -32,6 +32,7 @@ from asyncwebrl.web.page_text import cut_lines
 
 MEMORY_MODES = ("additive", "compressive")
 MAX_SUMMARIES = 10  # one-line summaries of earlier steps, the newest
+RESPONSE_CUT = " [... response cut ...]"
 
 _TARGET = {
     "coordinates": f'"coordinate": [x, y] on a 0..{GRID} grid over the screenshot (0,0 top left, {GRID},{GRID} bottom right)',
@@ -94,6 +95,22 @@ def step_summary(step: Step) -> str:
     # tokens on every later step of the episode and says nothing a policy can act on
     error = f" (error: {step.action_error.split(' (')[0][:80]})" if step.action_error else ""
     return f"Step {step.index + 1} on [{step.title or step.url}]: {sentence} -> {outcome}{error}"
+
+
+def cut_response(response: str, budget: int, count_tokens: Callable[[str], int]) -> str:
+    """An earlier response shown in at most about `budget` tokens: its longest prefix that
+    fits, then a marker. A response that degenerated into repeats can re-encode to several
+    times the tokens it was sampled as (320 sampled, 953 re-encoded, seen), more than a slot."""
+    if count_tokens(response) <= budget:
+        return response
+    low, high = 0, len(response)   # the longest prefix (in characters) within the budget
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count_tokens(response[:middle]) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return response[:low] + RESPONSE_CUT
 
 
 class PromptBuilder:
@@ -159,9 +176,11 @@ class PromptBuilder:
             lines.append(f"Task: {task.task_name}")
         return "\n".join(lines)
 
-    def build(self, task: Task, steps: list[Step], observation: Observation, text_budget: int | None = None) -> Prompt:
+    def build(self, task: Task, steps: list[Step], observation: Observation, text_budget: int | None = None,
+              response_budget: int | None = None) -> Prompt:
         """The prompt for the next step, given the steps taken so far in this episode
-        (text_budget: the page text's, when not agent.text_budget's)."""
+        (text_budget: the page text's, when not agent.text_budget's; response_budget: the
+        most tokens of each earlier response shown in full, None = no cut)."""
         window = steps[len(steps) - self.history:] if self.history else []
         older = steps[: len(steps) - len(window)]
         intro = f"Task: {task.task_name}\nStart URL: {task.website}"
@@ -179,7 +198,9 @@ class PromptBuilder:
                 content.append({"type": "image", "image": step.screenshot_key})
                 image_keys.append(step.screenshot_key)
             content.append({"type": "text", "text": f"Step {step.index + 1}. URL: {step.url}\nTitle: {step.title}"})
-            messages += [{"role": "user", "content": content}, {"role": "assistant", "content": step.response}]
+            response = step.response if response_budget is None else cut_response(step.response, response_budget,
+                                                                                    self.count_tokens)
+            messages += [{"role": "user", "content": content}, {"role": "assistant", "content": response}]
             pending_text = []
         content = [{"type": "text", "text": t} for t in pending_text]
         if self.shows_screenshots:

@@ -31,18 +31,27 @@ def encode_step(prompts: PromptBuilder, processor: Processor, store: ScreenshotS
 
     A text prompt over prompts.prompt_limit is built again with its page text shorter by
     the excess: the page gives way (with its cut note), never the task or the steps so
-    far, so a long episode's prompt still fits the sampler's slot."""
-    text_budget = None
+    far, so a long episode's prompt still fits the sampler's slot. Where the page alone
+    cannot make room (the previous response shown in full was itself too long: a
+    degenerate one re-encodes to several times its sampled tokens), that response is cut
+    next; a prompt that still does not fit is returned as it is (the sampler refuses it)."""
+    text_budget, response_budget = None, None
     while True:
-        prompt = prompts.build(task, steps, observation, text_budget)
+        prompt = prompts.build(task, steps, observation, text_budget, response_budget)
         images = [store.get_array(key) for key in prompt.image_keys]
         encoded = processor.encode(prompt.messages, images)
         excess = len(encoded["input_ids"]) - prompts.prompt_limit
-        if not prompts.prompt_limit or excess <= 0 or not prompts.shows_text or text_budget == 1:
+        if not prompts.prompt_limit or excess <= 0 or response_budget == 1:
             return encoded, prompt.image_keys
-        if text_budget is None:  # the budget the page was shown under; it falls by the excess each round
-            text_budget = prompts.text_budget or prompts.count_tokens(observation.text)
-        text_budget = max(1, text_budget - excess)
+        if prompts.shows_text and text_budget != 1:   # the page first; its budget falls by the excess each round
+            if text_budget is None:
+                text_budget = prompts.text_budget or prompts.count_tokens(observation.text)
+            text_budget = max(1, text_budget - excess)
+            continue
+        if response_budget is None:   # then the responses shown in full, from the longest's length
+            shown = steps[len(steps) - prompts.history:] if prompts.history else []
+            response_budget = max([prompts.count_tokens(step.response) for step in shown], default=1)
+        response_budget = max(1, response_budget - excess)
 
 
 class ModelPolicy:
