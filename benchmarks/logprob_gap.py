@@ -96,16 +96,22 @@ def fit_shapes(config, requests) -> None:
     config.learner.row_length = length if length <= 512 else -(-length // 512) * 512
 
 
-def build_at_depth(config, layers: int):
-    """build_model's random preset, with `layers` text layers instead of the preset's (0: as
-    built): a narrow model at a published preset's depth (28 for 2B, 36 for 8B) runs on a CPU,
-    and the gap's growth through bf16 layers is a matter of depth, not width."""
-    if not layers:
+def build_at_depth(config, layers: int, vision_layers: int = 0):
+    """build_model's random preset, with `layers` text layers and `vision_layers` vision
+    blocks instead of the preset's (0: as built): a narrow model at a published preset's
+    depth (28 text layers and 24 vision blocks for 2B, 36 and 27 for 8B) runs on a CPU, and
+    the gap's growth through bf16 layers is a matter of depth, not width."""
+    if not layers and not vision_layers:
         return build_model(config)
     if config.model.path:
-        raise ValueError("--layers changes a random preset's depth; it cannot apply to a checkpoint")
+        raise ValueError("--layers and --vision-layers change a random preset's depth; they cannot apply to a "
+                         "checkpoint")
     model_config = preset(config.model.preset)
-    model_config = dataclasses.replace(model_config, text=dataclasses.replace(model_config.text, num_layers=layers))
+    if layers:
+        model_config = dataclasses.replace(model_config, text=dataclasses.replace(model_config.text, num_layers=layers))
+    if vision_layers:
+        model_config = dataclasses.replace(model_config, vision=dataclasses.replace(model_config.vision,
+                                                                                    depth=vision_layers))
     model = Qwen3VL(model_config, dtype=config.model.compute_dtype or config.model.dtype, param_dtype=config.model.dtype,
                     attention=config.model.attention, remat=config.model.remat,
                     residual_dtype=config.model.residual_dtype, rngs=nnx.Rngs(config.seed))
@@ -152,10 +158,10 @@ def sharpen(model, factor: float) -> None:
 
 
 def measure(config, *, requests: int, prompt_tokens: int, new_tokens: int, images: int, sharpen_by: float = 1.0,
-            seed: int = 0, layers: int = 0, transform=None) -> dict:
+            seed: int = 0, layers: int = 0, vision_layers: int = 0, transform=None) -> dict:
     """Sample, rescore with the learner at the same weights, and compare. `transform(rows)`
     (tests) changes the rows between the two, e.g. to score other tokens than were sampled."""
-    model, processor = build_at_depth(config, layers)
+    model, processor = build_at_depth(config, layers, vision_layers)
     sharpen(model, sharpen_by)
     batch = make_requests(model.config, requests, prompt_tokens, images, new_tokens, np.random.default_rng(seed))
     fit_shapes(config, batch)
@@ -190,6 +196,8 @@ def main() -> None:
     parser.add_argument("--sharpen", type=float, default=1.0, help="scale the logits by this (final norm x X)")
     parser.add_argument("--layers", type=int, default=0,
                         help="text layers of the random preset (0: the preset's), e.g. --preset small --layers 28")
+    parser.add_argument("--vision-layers", type=int, default=0,
+                        help="vision blocks of the random preset (0: the preset's), e.g. --preset small --vision-layers 24")
     parser.add_argument("--seed", type=int, default=0, help="of the prompts (weights: config seed 0)")
     args = parser.parse_args()
 
@@ -201,10 +209,10 @@ def main() -> None:
                             new_tokens=args.new_tokens, images=args.images, residual_dtype=residual)
         stats = measure(config, requests=args.requests, prompt_tokens=args.prompt_tokens,
                         new_tokens=args.new_tokens, images=args.images, sharpen_by=args.sharpen, seed=args.seed,
-                        layers=args.layers)
+                        layers=args.layers, vision_layers=args.vision_layers)
         row = {"model": args.model_path or args.preset, "param_dtype": args.param_dtype, "dtype": dtype,
                "residual_dtype": residual, "attention": attention, "images": args.images, "sharpen": args.sharpen,
-               "layers": args.layers or None,
+               "layers": args.layers or None, "vision_layers": args.vision_layers or None,
                "backend": jax.default_backend(), "device": jax.devices()[0].device_kind,
                "cpu_count": os.cpu_count(), "machine": platform.machine(),
                **{k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in stats.items()}}
