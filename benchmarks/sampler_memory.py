@@ -56,6 +56,8 @@ def main():
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--attention", default="xla", choices=["xla", "pallas"])
+    parser.add_argument("--remat", default="none", help="the model's remat policy (a run's engine shares the "
+                        "learner's model: none, full, dots, mlp)")
     parser.add_argument("--slots", type=int, default=16)
     parser.add_argument("--capacity", type=int, default=2048)
     parser.add_argument("--buckets", default="512", help="prefill buckets (comma-separated)")
@@ -67,7 +69,7 @@ def main():
 
     config = preset(args.preset)
     model = Qwen3VL(config, dtype=args.dtype, param_dtype=args.dtype, residual_dtype=bare().model.residual_dtype,
-                    remat="none", attention=args.attention, rngs=nnx.Rngs(0))
+                    remat=args.remat, attention=args.attention, rngs=nnx.Rngs(0))
     settings = EngineSettings(slots=args.slots, capacity=args.capacity,
                               prompt_buckets=tuple(int(b) for b in args.buckets.split(",")), max_images=0,
                               patches_per_image=4, prefill_rows=1, prefill_cache=0, decode_steps=args.decode_steps,
@@ -77,7 +79,7 @@ def main():
     del model
     cache_bytes = engine._cache.keys.nbytes + engine._cache.values.nbytes
     print(json.dumps({"device": jax.devices()[0].device_kind, "host": platform.node(), "preset": args.preset,
-                      "dtype": args.dtype, "attention": args.attention, "cache_shape": list(engine._cache.keys.shape),
+                      "dtype": args.dtype, "attention": args.attention, "remat": args.remat, "cache_shape": list(engine._cache.keys.shape),
                       "cache_bytes": cache_bytes}), flush=True)
     blocks = engine.blocks if args.all_blocks else sorted({engine.blocks[0], engine.blocks[-1]})
     for rows in blocks:
