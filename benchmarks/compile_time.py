@@ -101,10 +101,8 @@ def sampler_compile_times(model, args) -> dict:
                               decode_steps=args.decode_steps, param_dtype="", seed=0,
                               sampling=SamplingSettings(temperature=1.0, top_p=1.0), stop_token_ids=(0,))
     engine = Engine(model, settings)
-    slots = np.zeros(args.slots, np.int32)
-    decode = timed_compile(engine._decode, engine._params, engine._cache, slots, slots, slots.astype(bool), slots,
-                           np.int32(0), np.int32(args.decode_steps), np.bool_(False), rows=args.slots,
-                           window=engine.windows[-1])
+    decode = timed_compile(engine._decode, *engine.idle_decode_arguments(args.slots, args.decode_steps),
+                           rows=args.slots, window=engine.windows[-1])
     zeros = np.zeros((1, args.bucket), np.int32)
     prefill = timed_compile(engine._prefill, engine._params, engine._cache, np.int32(0), np.int32(0), zeros,
                             np.zeros((3, 1, args.bucket), np.int32), zeros + 1, zeros - 1, None, np.int32(0),

@@ -37,9 +37,7 @@ def analysed(compiled) -> dict:
 
 
 def decode_memory(engine: Engine, rows: int, window: int):
-    idle = np.zeros(rows, np.int32)
-    compiled = engine._decode.lower(engine._params, engine._cache, idle, idle, idle.astype(bool), idle,
-                                    engine._key(), np.int32(1), np.bool_(False), rows=rows, window=window).compile()
+    compiled = engine._decode.lower(*engine.idle_decode_arguments(rows), rows=rows, window=window).compile()
     return compiled, analysed(compiled)
 
 
@@ -79,8 +77,8 @@ def main():
     del model
     cache_bytes = engine._cache.keys.nbytes + engine._cache.values.nbytes
     print(json.dumps({"device": jax.devices()[0].device_kind, "host": platform.node(), "preset": args.preset,
-                      "dtype": args.dtype, "attention": args.attention, "remat": args.remat, "cache_shape": list(engine._cache.keys.shape),
-                      "cache_bytes": cache_bytes}), flush=True)
+                      "dtype": args.dtype, "attention": args.attention, "remat": args.remat,
+                      "cache_shape": list(engine._cache.keys.shape), "cache_bytes": cache_bytes}), flush=True)
     blocks = engine.blocks if args.all_blocks else sorted({engine.blocks[0], engine.blocks[-1]})
     for rows in blocks:
         for window in sorted({engine.windows[0], engine.windows[-1]}):

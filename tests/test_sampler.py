@@ -272,9 +272,7 @@ def test_a_decode_call_updates_the_cache_in_place(pair):
     engine = Engine(model, engine_settings(1.0, slots=8, capacity=1024, prompt_buckets=(64,), max_images=0))
     cache_bytes = engine._cache.keys.nbytes + engine._cache.values.nbytes
     for rows, window in ((engine.blocks[-1], engine.windows[-1]), (engine.blocks[0], engine.windows[0])):
-        idle = np.zeros(rows, np.int32)
-        compiled = engine._decode.lower(engine._params, engine._cache, idle, idle, idle.astype(bool), idle,
-                                        engine._key(), np.int32(1), np.bool_(False), rows=rows, window=window).compile()
+        compiled = engine._decode.lower(*engine.idle_decode_arguments(rows), rows=rows, window=window).compile()
         memory = compiled.memory_analysis()
         assert memory.alias_size_in_bytes >= cache_bytes   # donated: the output cache is the input's buffer
         assert memory.temp_size_in_bytes < 0.75 * cache_bytes, (rows, window, memory.temp_size_in_bytes, cache_bytes)

@@ -176,12 +176,16 @@ class PromptBuilder:
             lines.append(f"Task: {task.task_name}")
         return "\n".join(lines)
 
+    def shown_in_full(self, steps: list[Step]) -> list[Step]:
+        """The last `history` steps, which a prompt shows whole (screenshot and response)."""
+        return steps[len(steps) - self.history:] if self.history else []
+
     def build(self, task: Task, steps: list[Step], observation: Observation, text_budget: int | None = None,
               response_budget: int | None = None) -> Prompt:
         """The prompt for the next step, given the steps taken so far in this episode
         (text_budget: the page text's, when not agent.text_budget's; response_budget: the
         most tokens of each earlier response shown in full, None = no cut)."""
-        window = steps[len(steps) - self.history:] if self.history else []
+        window = self.shown_in_full(steps)
         older = steps[: len(steps) - len(window)]
         intro = f"Task: {task.task_name}\nStart URL: {task.website}"
         if older:

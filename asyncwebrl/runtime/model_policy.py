@@ -49,8 +49,8 @@ def encode_step(prompts: PromptBuilder, processor: Processor, store: ScreenshotS
             text_budget = max(1, text_budget - excess)
             continue
         if response_budget is None:   # then the responses shown in full, from the longest's length
-            shown = steps[len(steps) - prompts.history:] if prompts.history else []
-            response_budget = max([prompts.count_tokens(step.response) for step in shown], default=1)
+            response_budget = max([prompts.count_tokens(step.response) for step in prompts.shown_in_full(steps)],
+                                  default=1)
         response_budget = max(1, response_budget - excess)
 
 

@@ -320,13 +320,18 @@ class Engine:
             for width in self.prefill_widths:
                 self._run_prefill_rows(bucket, width, [])
         for rows in self.blocks:
-            idle = np.zeros(rows, np.int32)
             for window in self.windows:   # no slot active: compiled, and no step run
-                self._cache, _, _, _ = self._decode(self._params, self._cache, idle, idle, idle.astype(bool), idle,
-                                                    self._key(), np.int32(1), np.bool_(False), rows=rows,
-                                                    window=window)
+                self._cache, _, _, _ = self._decode(*self.idle_decode_arguments(rows), rows=rows, window=window)
         jax.block_until_ready(self._cache)
         self.stats.clear()
+
+    def idle_decode_arguments(self, rows: int, steps: int = 1) -> tuple:
+        """The positional arguments of a decode call of up to `steps` steps over a block of
+        `rows` slots, none of them active: it compiles the call (warm_up, or `_decode.lower`
+        to inspect it) without decoding anything."""
+        idle = np.zeros(rows, np.int32)
+        return (self._params, self._cache, idle, idle, idle.astype(bool), idle, self._key(), np.int32(steps),
+                np.bool_(False))
 
     def busy_seconds(self) -> float:
         """Seconds this engine spent computing (prefill, image encoding, decode) since its
