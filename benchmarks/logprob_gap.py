@@ -29,6 +29,7 @@ residual dtype), then a summary.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import itertools
 import math
@@ -107,11 +108,12 @@ def build_at_depth(config, layers: int, vision_layers: int = 0):
         raise ValueError("--layers and --vision-layers change a random preset's depth; they cannot apply to a "
                          "checkpoint")
     model_config = preset(config.model.preset)
-    if layers:
-        model_config = dataclasses.replace(model_config, text=dataclasses.replace(model_config.text, num_layers=layers))
-    if vision_layers:
-        model_config = dataclasses.replace(model_config, vision=dataclasses.replace(model_config.vision,
-                                                                                    depth=vision_layers))
+    text = dataclasses.replace(model_config.text, num_layers=layers or model_config.text.num_layers)
+    depth = vision_layers or model_config.vision.depth
+    # deepstack taps feed text layers 0, 1, ...: keep those the cut depths still have
+    taps = tuple(i for i in model_config.vision.deepstack_layers if i < depth)[:text.num_layers]
+    vision = dataclasses.replace(model_config.vision, depth=depth, deepstack_layers=taps)
+    model_config = dataclasses.replace(model_config, text=text, vision=vision)
     model = Qwen3VL(model_config, dtype=config.model.compute_dtype or config.model.dtype, param_dtype=config.model.dtype,
                     attention=config.model.attention, remat=config.model.remat,
                     residual_dtype=config.model.residual_dtype, rngs=nnx.Rngs(config.seed))
@@ -158,9 +160,10 @@ def sharpen(model, factor: float) -> None:
 
 
 def measure(config, *, requests: int, prompt_tokens: int, new_tokens: int, images: int, sharpen_by: float = 1.0,
-            seed: int = 0, layers: int = 0, vision_layers: int = 0, transform=None) -> dict:
+            seed: int = 0, layers: int = 0, vision_layers: int = 0, transform=None, reference: bool = False) -> dict:
     """Sample, rescore with the learner at the same weights, and compare. `transform(rows)`
-    (tests) changes the rows between the two, e.g. to score other tokens than were sampled."""
+    (tests) changes the rows between the two, e.g. to score other tokens than were sampled.
+    `reference`: also score them in float32 and report each side's distance from that."""
     model, processor = build_at_depth(config, layers, vision_layers)
     sharpen(model, sharpen_by)
     batch = make_requests(model.config, requests, prompt_tokens, images, new_tokens, np.random.default_rng(seed))
@@ -176,8 +179,25 @@ def measure(config, *, requests: int, prompt_tokens: int, new_tokens: int, image
     learner_logp, sampler_logp = learner.response_logprobs(rows)
     scored = time.perf_counter() - started
     stats = gap_stats(learner_logp, sampler_logp, config.loss.behave_cap)
+    if reference:
+        # the same weights scored in float32 compute: which side's rounding makes the gap
+        del learner
+        exact = reference_logprobs(config, rows, sharpen_by, layers, vision_layers)
+        stats["sampler_vs_float32"] = float(np.abs(sampler_logp.astype(np.float64) - exact).mean())
+        stats["learner_vs_float32"] = float(np.abs(learner_logp.astype(np.float64) - exact).mean())
     return {**stats, "behave_cap": config.loss.behave_cap, "rows": len(rows),
             "sample_s": round(sampled, 1), "score_s": round(scored, 1)}
+
+
+def reference_logprobs(config, rows, sharpen_by: float, layers: int, vision_layers: int) -> np.ndarray:
+    """The rows' response log-probs from a learner of the same weights computing in float32
+    with XLA attention (the near-exact answer: float32 runs agree to ~1e-6, BENCHMARKS.md)."""
+    exact = copy.deepcopy(config)
+    exact.model.compute_dtype, exact.model.residual_dtype, exact.model.attention = "float32", "float32", "xla"
+    model, _ = build_at_depth(exact, layers, vision_layers)
+    sharpen(model, sharpen_by)
+    logp, _ = make_learner(exact, model, "rl").response_logprobs(rows)
+    return logp.astype(np.float64)
 
 
 def main() -> None:
@@ -199,6 +219,8 @@ def main() -> None:
     parser.add_argument("--vision-layers", type=int, default=0,
                         help="vision blocks of the random preset (0: the preset's), e.g. --preset small --vision-layers 24")
     parser.add_argument("--seed", type=int, default=0, help="of the prompts (weights: config seed 0)")
+    parser.add_argument("--reference", action="store_true",
+                        help="also score the rows in float32 compute (XLA attention): each side's own error")
     args = parser.parse_args()
 
     results = []
@@ -209,7 +231,7 @@ def main() -> None:
                             new_tokens=args.new_tokens, images=args.images, residual_dtype=residual)
         stats = measure(config, requests=args.requests, prompt_tokens=args.prompt_tokens,
                         new_tokens=args.new_tokens, images=args.images, sharpen_by=args.sharpen, seed=args.seed,
-                        layers=args.layers, vision_layers=args.vision_layers)
+                        layers=args.layers, vision_layers=args.vision_layers, reference=args.reference)
         row = {"model": args.model_path or args.preset, "param_dtype": args.param_dtype, "dtype": dtype,
                "residual_dtype": residual, "attention": attention, "images": args.images, "sharpen": args.sharpen,
                "layers": args.layers or None, "vision_layers": args.vision_layers or None,
@@ -225,6 +247,8 @@ def main() -> None:
               f"{r['tokens']:6d} tokens: mean |d| {r['mean_abs']:.2e}, p99 {r['p99_abs']:.2e}, max {r['max_abs']:.2e}; "
               f"over cap {r['behave_cap']:g}: {100 * r['over_cap_share']:.3f}%, outside [1/1.2, 1.2]: "
               f"{100 * r['outside_1.2_share']:.2f}% (sampled nll {r['sampled_nll']:.2f})")
+        if "sampler_vs_float32" in r:
+            print(f"    from float32 compute: sampler {r['sampler_vs_float32']:.2e}, learner {r['learner_vs_float32']:.2e}")
 
 
 if __name__ == "__main__":

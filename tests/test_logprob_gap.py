@@ -57,3 +57,14 @@ def test_a_float32_residual_stream_narrows_the_bf16_gap_of_a_deep_model():
     assert kept["mean_abs"] < 0.6 * rounded["mean_abs"], (kept, rounded)
     assert kept["p99_abs"] < 0.6 * rounded["p99_abs"], (kept, rounded)
     assert kept["over_cap_share"] == 0.0 and kept["outside_1.2_share"] == 0.0
+
+
+def test_the_float32_reference_tells_each_sides_own_rounding():
+    """`reference` rescores the rows in float32 compute: in float32 both sides sit on it; in
+    bf16 each side is off it by its own rounding (which is what the gap is made of)."""
+    exact = measure(run_config("tiny", "", "float32", "float32", "xla", **SHAPES), **SHAPES, sharpen_by=30.0,
+                    reference=True)
+    assert exact["sampler_vs_float32"] < 1e-4 and exact["learner_vs_float32"] < 1e-4, exact
+    rounded = measure(run_config("tiny", "", "float32", "bfloat16", "xla", **SHAPES), **SHAPES, sharpen_by=30.0,
+                      reference=True)
+    assert rounded["sampler_vs_float32"] > 1e-3 and rounded["learner_vs_float32"] > 1e-3, rounded

@@ -10,7 +10,7 @@ XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 90 python3 $m --preset tiny --dtype 
 cat $OUT/*.jsonl; tail -n 3 $OUT/*.err
 gzip $OUT/*.hlo
 gap="python3 benchmarks/logprob_gap.py --preset 2b --param-dtype bfloat16 --dtype bfloat16 --residual-dtype float32 --attention pallas --requests 32 --prompt-tokens 300 --images 2 --new-tokens 100 --sharpen 8"
-XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 timeout 100 $gap > $OUT/gap2b_default.log 2>&1; echo gap-default rc=$?
+XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 timeout 150 $gap --reference > $OUT/gap2b_default.log 2>&1; echo gap-default rc=$?
 XLA_FLAGS=--xla_disable_hlo_passes=splitk-rewriter XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 timeout 100 $gap > $OUT/gap2b_nosplitk.log 2>&1; echo gap-nosplitk rc=$?
 XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 timeout 100 ${gap/--images 2/--images 0} > $OUT/gap2b_noimages.log 2>&1; echo gap-noimages rc=$?
-grep -h "mean |d|" $OUT/gap2b_*.log
+grep -h -A1 "mean |d|" $OUT/gap2b_*.log
