@@ -8,7 +8,7 @@ segments, per implementation (issue 25 item 1).
 One row of `--row-length` tokens packed with segments of `--segment` tokens on average
 (lengths drawn between 0.5x and 1.5x, so they are unequal and cut tiles anywhere), bf16,
 the presets' text attention (heads, kv heads, head dim; causal). Implementations:
-- xla: layers.segment_attention's reference path (query blocks of 512, causal key cut);
+- xla: layers.segment_attention's reference path (query blocks of layers.xla_query_block, causal key cut);
 - pallas_stock: jax's stock Pallas kernel (pallas/ops/gpu/attention.py `mha`, k and v
   repeated to the query heads), the learner's kernel before this one; here only;
 - pallas: asyncwebrl/model/flash.py at its default tiles, or at each `--tiles`
@@ -75,8 +75,8 @@ def computed_pairs(name: str, segments, tiles: flash.Tiles | None) -> dict:
     """Query-key pairs each pass computes, as a fraction of the causal triangle."""
     length = segments.shape[1]
     triangle = length * (length + 1) / 2
-    if name == "xla":   # query blocks of XLA_BLOCK read every key up to the block's end
-        block = layers.XLA_BLOCK
+    if name == "xla":   # query blocks read every key up to the block's end
+        block = layers.xla_query_block(length)
         pairs = sum(min(block, length - s) * min(s + block, length) for s in range(0, length, block))
         return {"forward": pairs / triangle}
     if name == "pallas_stock":

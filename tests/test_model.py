@@ -396,6 +396,6 @@ def test_query_blocks_do_not_change_xla_attention(monkeypatch, causal):
     k, v = (jnp.asarray(rng.normal(size=(2, 40, 2, 8)), jnp.float32) for _ in range(2))
     segments = jnp.asarray([[1] * 13 + [2] * 20 + [0] * 7, [1] * 40], jnp.int32)
     whole = layers.segment_attention(q, k, v, segments, causal=causal)
-    monkeypatch.setattr(layers, "XLA_BLOCK", 8)
+    monkeypatch.setattr(layers, "XLA_MIN_BLOCK", 8)   # 40 tokens: blocks of 8
     blocked = layers.segment_attention(q, k, v, segments, causal=causal)
     np.testing.assert_allclose(np.asarray(blocked), np.asarray(whole), atol=1e-5)

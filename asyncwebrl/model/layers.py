@@ -156,18 +156,40 @@ def attention(q, k, v, allowed):
 
     q: [B, T, N, H]; k, v: [B, S, K, H] with N a multiple of K; allowed: [B, T, S] bool.
     Returns [B, T, N, H]. Scores and softmax in float32."""
+    return heads_first_attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), allowed)
+
+
+def heads_first_attention(q, keys, values, allowed):
+    """attention() with keys and values [B, K, S, H], kv heads first (the KV cache's layout).
+
+    Both products run as plain batched matmuls over (row, kv head) on contiguous operands:
+    each kv head's query heads are stacked with its queries into one [G * T, H] block. With
+    the heads between T and H instead, XLA's CPU backend took 3x longer for the scores and 9x
+    for weights x values (BENCHMARKS.md, "Attention in the XLA path")."""
     b, t, n, h = q.shape
-    groups = n // k.shape[2]
-    q = q.reshape(b, t, k.shape[2], groups, h)
-    scores = jnp.einsum("btkgh,bskh->bkgts", q, k, preferred_element_type=jnp.float32) * (h**-0.5)
-    scores = jnp.where(allowed[:, None, None, :, :], scores, MASKED)
-    weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-    out = jnp.einsum("bkgts,bskh->btkgh", weights, v)
-    return out.reshape(b, t, n, h)
+    kv_heads, length = keys.shape[1], keys.shape[2]
+    groups = n // kv_heads
+    stacked = q.reshape(b, t, kv_heads, groups, h).transpose(0, 2, 3, 1, 4).reshape(b, kv_heads, groups * t, h)
+    scores = jnp.einsum("bkmh,bksh->bkms", stacked, keys, preferred_element_type=jnp.float32) * (h**-0.5)
+    scores = jnp.where(allowed[:, None, None], scores.reshape(b, kv_heads, groups, t, length), MASKED)
+    weights = jax.nn.softmax(scores, axis=-1).astype(values.dtype).reshape(b, kv_heads, groups * t, length)
+    out = jnp.einsum("bkms,bksh->bkmh", weights, values)
+    return out.reshape(b, kv_heads, groups, t, h).transpose(0, 3, 1, 2, 4).reshape(b, t, n, h)
 
 
 ATTENTION_IMPLEMENTATIONS = ("xla", "pallas")
-XLA_BLOCK = 512   # query block of the XLA attention path
+XLA_BLOCKS = 8        # query blocks per row in the XLA attention path (at most) ...
+XLA_MIN_BLOCK = 128   # ... of at least this many queries
+
+
+def xla_query_block(length: int) -> int:
+    """The XLA path's query block for a row of `length` tokens: 8 blocks, 128 tokens or more
+    each. A causal block reads the keys up to its end only, so 8 blocks compute 56% of the
+    square where one would compute all of it (the triangle is 50%); more blocks than 8 would
+    save little and unroll more. On 2 CPU cores a 1,024-token row's attention forward took
+    426 ms per layer (small preset, 8 rows) in blocks of 512 and 127 ms in blocks of 128 once
+    the heads come first (BENCHMARKS.md, "Attention in the XLA path")."""
+    return max(XLA_MIN_BLOCK, -(-length // XLA_BLOCKS))
 
 
 def segment_attention(q, k, v, segment_ids, *, causal: bool, implementation: str = "xla"):
@@ -176,13 +198,14 @@ def segment_attention(q, k, v, segment_ids, *, causal: bool, implementation: str
 
     Padding (segment 0) attends to padding only: its outputs are finite and unused."""
     if implementation == "xla":
-        # Long rows go in query blocks of XLA_BLOCK: a causal block reads only the keys up
-        # to its end (half the work), and no [T, T] score matrix exists at once. On CPU a
+        # Long rows go in query blocks: a causal block reads only the keys up to its end
+        # (about half the work), and no [T, T] score matrix exists at once. On CPU a
         # 4,096-token row trained ~4x slower without blocks (tiny model, 2 cores).
         length = q.shape[1]
+        block = xla_query_block(length)
         outputs = []
-        for start in range(0, length, XLA_BLOCK):
-            end = min(start + XLA_BLOCK, length)
+        for start in range(0, length, block):
+            end = min(start + block, length)
             keys_end = end if causal else length
             same = segment_ids[:, start:end, None] == segment_ids[:, None, :keys_end]
             if causal:

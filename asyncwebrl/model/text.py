@@ -10,7 +10,8 @@ from flax import nnx, struct
 from jax.ad_checkpoint import checkpoint_name
 
 from asyncwebrl.model.config import TextConfig
-from asyncwebrl.model.layers import MASKED, Compute, Einsum, RMSNorm, inverse_frequencies, rotate, segment_attention
+from asyncwebrl.model.layers import (MASKED, Compute, Einsum, RMSNorm, heads_first_attention, inverse_frequencies, rotate,
+                                     segment_attention)
 
 
 def mrope_angles(positions, cfg: TextConfig):
@@ -82,14 +83,10 @@ class LayerCache:
 def cached_attention(q, keys, values, allowed):
     """q: [B, T, N, H]; keys, values: [B, K, S, H] (one layer of the cache); allowed: [B, T, S]."""
     b, t, n, h = q.shape
-    kv_heads = keys.shape[1]
-    q = q.reshape(b, t, kv_heads, n // kv_heads, h)
     if t == 1:
-        return _one_token_attention(q[:, 0], keys, values, allowed[:, 0]).reshape(b, t, n, h)
-    scores = jnp.einsum("btkgh,bksh->bkgts", q, keys.astype(q.dtype), preferred_element_type=jnp.float32) * (h**-0.5)
-    scores = jnp.where(allowed[:, None, None, :, :], scores, MASKED)
-    weights = jax.nn.softmax(scores, axis=-1).astype(q.dtype)
-    return jnp.einsum("bkgts,bksh->btkgh", weights, values.astype(q.dtype)).reshape(b, t, n, h)
+        grouped = q.reshape(b, keys.shape[1], n // keys.shape[1], h)
+        return _one_token_attention(grouped, keys, values, allowed[:, 0]).reshape(b, t, n, h)
+    return heads_first_attention(q, keys.astype(q.dtype), values.astype(q.dtype), allowed)
 
 
 def _one_token_attention(q, keys, values, allowed):
