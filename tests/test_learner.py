@@ -523,7 +523,9 @@ def test_sharded_update_equals_single_device():
     on one device. Sharded sums reduce in another order (float32 rounding), and Adam
     divides each gradient element by its own magnitude, so a near-zero gradient element can
     turn a 1e-9 rounding difference into a visible step; Adam's eps = 1e-6 (instead of
-    1e-8) bounds that amplification, and we allow 0.5% of lr (1e-3) absolute."""
+    1e-8) bounds that amplification, and we allow 1% of lr (1e-3) absolute (0.5% held until
+    the linear maps became 2-D matmuls, which sum in another order: one element of 36,864
+    then differed by 5.2e-6). A wrong sharded gradient moves parameters by ~lr."""
     rows = make_rows(8, seed=7)
     shape = dataclasses.replace(SHAPE, rows_per_microbatch=4, images_per_microbatch=8)
     smooth = optimizer_settings(learning_rate=1e-3, eps=1e-6, warmup_steps=2, total_steps=20)
@@ -536,7 +538,7 @@ def test_sharded_update_equals_single_device():
         a, b = single.update(rows), sharded.update(rows)
         assert abs(a["loss"] - b["loss"]) < 1e-5
     for x, y in zip(params_of(single), params_of(sharded)):
-        np.testing.assert_allclose(x, y, atol=5e-6, rtol=1e-5)
+        np.testing.assert_allclose(x, y, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("moment_dtype", ["float32", "bfloat16"])
@@ -588,7 +590,7 @@ def test_pallas_update_on_a_2x2x2_mesh_equals_the_xla_update():
     a, b = xla.update(rows), pallas.update(rows)
     assert abs(a["loss"] - b["loss"]) < 1e-5 and abs(a["grad_norm"] - b["grad_norm"]) < 1e-4 * a["grad_norm"]
     for x, y in zip(params_of(xla), params_of(pallas)):
-        np.testing.assert_allclose(x, y, atol=5e-6, rtol=1e-5)
+        np.testing.assert_allclose(x, y, atol=1e-5, rtol=1e-5)
 
 
 def test_resume_from_a_checkpoint_ends_identical(tmp_path):

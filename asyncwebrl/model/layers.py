@@ -24,6 +24,7 @@ compound it; in float32 the sums keep the layer outputs' small differences small
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
@@ -44,14 +45,32 @@ class Compute:
     attention: str             # "xla" (reference) or "pallas" (GPU kernel: asyncwebrl/model/flash.py)
 
 
+def matmul_form(spec: str) -> tuple[int, int]:
+    """(free, contracted) axes of a linear map's spec 'x,kernel->y' that reads as one matmul,
+    x[free..., contracted...] @ kernel[contracted..., out...] -> y[free..., out...]
+    (e.g. 'btd,dnh->btnh': 2 free axes, 1 contracted); any other spec is refused."""
+    inputs, out = spec.split("->")
+    x_axes, kernel_axes = inputs.split(",")
+    contracted = sum(axis not in out for axis in kernel_axes)
+    free = len(x_axes) - contracted
+    if x_axes[free:] != kernel_axes[:contracted] or out != x_axes[:free] + kernel_axes[contracted:]:
+        raise ValueError(f"Einsum spec {spec!r} is not x[free..., contracted...] @ kernel[contracted..., out...]")
+    return free, contracted
+
+
 class Einsum(nnx.Module):
     """y = einsum(spec, x, kernel) (+ bias): a linear map with named shapes.
 
     `spec` names every axis, e.g. 'btd,dnh->btnh'; the kernel has `shape` and logical
-    `axes`; the bias (if any) has the output's trailing kernel dimensions."""
+    `axes`; the bias (if any) has the output's trailing kernel dimensions. It runs as one
+    2-D matmul, [free axes flattened, contracted flattened] @ [contracted, out]: with two
+    free axes left as they are, XLA's CPU backend wrote each weight gradient's operand as
+    a strided transposed copy, which took half of the embedded learner's backward
+    (BENCHMARKS.md, "Attention in the XLA path")."""
 
     def __init__(self, spec: str, shape, axes, *, bias: bool = False, compute: Compute, rngs: nnx.Rngs):
         self.spec = spec
+        self.free, self.contracted = matmul_form(spec)
         self.dtype = compute.dtype
         init = jax.random.normal(rngs.params(), shape, jnp.float32) * INIT_STD
         self.kernel = nnx.Param(init.astype(compute.param_dtype), axes=tuple(axes))
@@ -64,7 +83,10 @@ class Einsum(nnx.Module):
                                   axes=tuple(axes[i] for i in trailing))
 
     def __call__(self, x):
-        y = jnp.einsum(self.spec, x.astype(self.dtype), self.kernel[...].astype(self.dtype))
+        kernel = self.kernel[...].astype(self.dtype)
+        free_shape, out_shape = x.shape[:self.free], kernel.shape[self.contracted:]
+        rows = x.astype(self.dtype).reshape(math.prod(free_shape), -1)
+        y = jnp.dot(rows, kernel.reshape(rows.shape[1], -1)).reshape(*free_shape, *out_shape)
         if self.bias is not None:
             y = y + self.bias[...].astype(self.dtype)
         return y

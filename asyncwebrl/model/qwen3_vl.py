@@ -140,12 +140,14 @@ class Qwen3VL(nnx.Module):
         return x, jnp.where(is_vision[None], deepstack, 0)
 
     def logits(self, hidden):
-        """[B, L, D] -> [B, L, vocab] in float32."""
+        """[B, L, D] -> [B, L, vocab] in float32, as one 2-D matmul (why: layers.Einsum)."""
+        rows = hidden.reshape(-1, hidden.shape[-1])
         if self.lm_head is None:
-            table = self.embed[...].astype(self.dtype)
-            return jnp.einsum("btd,vd->btv", hidden, table, preferred_element_type=jnp.float32)
-        kernel = self.lm_head.kernel[...].astype(self.dtype)
-        return jnp.einsum("btd,dv->btv", hidden, kernel, preferred_element_type=jnp.float32)
+            table = self.embed[...].astype(self.dtype)   # [vocab, D]: contract both on D
+            logits = jax.lax.dot_general(rows, table, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+        else:
+            logits = jnp.dot(rows, self.lm_head.kernel[...].astype(self.dtype), preferred_element_type=jnp.float32)
+        return logits.reshape(*hidden.shape[:-1], -1)
 
 
 def add_deepstack(x, deepstack, layer):
