@@ -77,9 +77,11 @@ def warm_started(config: config_dict.ConfigDict) -> config_dict.ConfigDict:
     config.rl.groups_per_batch = 1
     config.rl.max_running_groups = 2           # 16 episodes queued for the 8 pages
     config.rl.dynamic_sampling = True
-    config.train.max_updates = 3
-    # RL took 7.5-10 minutes of the 2-core runs of seeds 0 and 1 (9 groups in 10 uniform at
-    # ~80% success); the evaluations and start-up ~5.6: this keeps the run within 15 minutes
+    # At most 6 updates in at most 8 minutes of RL: with the learner 2.5x faster on 2 cores
+    # (BENCHMARKS.md "Attention in the XLA path and 2-D linear maps") 3 updates took 5.5 of
+    # the 8 minutes (seed 0, 2026-12-07); collection (~9 in 10 groups uniform at ~80% success)
+    # now bounds the updates. The evaluations and start-up take ~4.5: within 15 minutes
+    config.train.max_updates = 6
     config.train.max_rl_minutes = 8.0
     return config
 
