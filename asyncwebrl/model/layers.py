@@ -83,10 +83,17 @@ class Einsum(nnx.Module):
                                   axes=tuple(axes[i] for i in trailing))
 
     def __call__(self, x):
-        kernel = self.kernel[...].astype(self.dtype)
-        free_shape, out_shape = x.shape[:self.free], kernel.shape[self.contracted:]
+        stored = self.kernel.get_value()
+        free_shape, out_shape = x.shape[:self.free], stored.shape[self.contracted:]
         rows = x.astype(self.dtype).reshape(math.prod(free_shape), -1)
-        y = jnp.dot(rows, kernel.reshape(rows.shape[1], -1)).reshape(*free_shape, *out_shape)
+        if isinstance(stored, LayerSlice):   # a decode step on the GPU: read the layer where it lies
+            from asyncwebrl.model.layer_matmul import layer_matmul
+
+            weight = stored.stacked.reshape(stored.stacked.shape[0], rows.shape[1], -1)   # [L, K, N], no copy
+            y = layer_matmul(rows, weight, stored.layer).astype(self.dtype)
+        else:
+            y = jnp.dot(rows, self.kernel[...].astype(self.dtype).reshape(rows.shape[1], -1))
+        y = y.reshape(*free_shape, *out_shape)
         if self.bias is not None:
             y = y + self.bias[...].astype(self.dtype)
         return y
@@ -136,7 +143,29 @@ def stack_layers(layers: list[nnx.Module]) -> nnx.Module:
     return nnx.merge(graphdef, stacked)
 
 
-def scan_layers(stacked: nnx.Module, step, carry, xs=None, *, remat_policy=None):
+class LayerSlice:
+    """One layer of a stacked parameter, not yet read: `stacked` [L, ...] and the layer's
+    index (a traced int32). Read with `[...]` it is the layer's slice (which XLA copies out);
+    layers.Einsum instead hands the whole stacked weight and the index to a kernel that
+    reads the layer's tiles where they lie (layer_matmul.py). A parameter's value inside
+    scan_layers(..., weights_in_place=True)."""
+
+    def __init__(self, stacked, layer):
+        self.stacked, self.layer = stacked, layer
+
+    def __getitem__(self, key):
+        return jax.lax.dynamic_index_in_dim(self.stacked, self.layer, keepdims=False)[key]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.stacked.shape[1:]
+
+    @property
+    def dtype(self):
+        return self.stacked.dtype
+
+
+def scan_layers(stacked: nnx.Module, step, carry, xs=None, *, remat_policy=None, weights_in_place: bool = False):
     """carry = step(layer, carry, x) for each layer of `stacked` (stack_layers) in order,
     with x the matching slice of `xs` (None, or arrays with a leading layers axis).
 
@@ -144,16 +173,24 @@ def scan_layers(stacked: nnx.Module, step, carry, xs=None, *, remat_policy=None)
     remat_policy (a jax.checkpoint policy; None = keep every activation) is applied once,
     to the body, so the backward pass saves per layer what the policy keeps and the carry;
     prevent_cse is off as jax.checkpoint advises inside a scan (the loop already keeps XLA
-    from merging the recomputation into the forward)."""
+    from merging the recomputation into the forward).
+
+    weights_in_place: the layer's parameters are LayerSlices of the stacked ones rather than
+    the scan's slices of them, so its linear maps read the weights in place (a GPU decode
+    step: XLA would copy every slice before its matmul, layer_matmul.py says why)."""
     graphdef, params = nnx.split(stacked)
 
     def body(carry, scanned):
-        layer_params, x = scanned
-        return step(nnx.merge(graphdef, layer_params), carry, x), None
+        layer, x = scanned   # the layer's slice of the parameters, or (in place) its index
+        if weights_in_place:
+            layer = jax.tree.map(lambda p: LayerSlice(p, layer), params)
+        return step(nnx.merge(graphdef, layer), carry, x), None
 
     if remat_policy is not None:
         body = jax.checkpoint(body, policy=remat_policy, prevent_cse=False)
-    carry, _ = jax.lax.scan(body, carry, (params, xs))
+    depth = jax.tree.leaves(params)[0].shape[0]
+    layers = jnp.arange(depth, dtype=jnp.int32) if weights_in_place else params
+    carry, _ = jax.lax.scan(body, carry, (layers, xs))
     return carry
 
 

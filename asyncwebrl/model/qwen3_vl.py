@@ -84,13 +84,20 @@ class Qwen3VL(nnx.Module):
     # ------------------------------------------------------------ the network
 
     def hidden_states(self, inputs: ModelInputs, cache: KVCache | None = None,
-                      features: VisionFeatures | None = None):
+                      features: VisionFeatures | None = None, weights_in_place: bool | None = None):
         """Final-norm hidden states [B, L, D] and the updated cache (None without one).
 
         Attention is causal inside each segment (segment_ids, 0 = padding). With a cache,
         the valid (non-zero segment) tokens of each row must be a prefix of the row; they
         are appended after the row's cached tokens. `features` (from encode_images, e.g.
-        a sampler's vision cache) replace running the vision tower on inputs.vision."""
+        a sampler's vision cache) replace running the vision tower on inputs.vision.
+
+        weights_in_place: the decoder's linear maps read each layer's weights where they lie
+        in the stacked parameters (a Pallas kernel, layer_matmul.py) instead of XLA's copy of
+        the layer's slice. None: for a decode step on the GPU (one new token per row, Pallas
+        attention, one device), where that copy was half the step."""
+        if weights_in_place is None:
+            weights_in_place = self._decodes_in_place(inputs, cache)
         x, deepstack = self.embed_inputs(inputs, features)
         angles = mrope_angles(inputs.positions, self.config.text)
         if cache is None:
@@ -109,11 +116,20 @@ class Qwen3VL(nnx.Module):
             return add_deepstack(x, deepstack, index), keys, values
 
         x, keys, values = scan_layers(self.layers, step, (x, keys, values), jnp.arange(self.config.text.num_layers),
-                                      remat_policy=REMAT_POLICIES[self.remat])
+                                      remat_policy=REMAT_POLICIES[self.remat], weights_in_place=weights_in_place)
         if cache is not None:
             cache = KVCache(keys=keys, values=values,
                             lengths=cache.lengths + (inputs.segment_ids != 0).sum(-1).astype(jnp.int32))
         return self.norm(x), cache
+
+    def _decodes_in_place(self, inputs: ModelInputs, cache: KVCache | None) -> bool:
+        """A decode step (one new token per row, with a cache) with the Pallas kernels on one
+        device. On a mesh the weights are split over devices, which the kernel does not do yet."""
+        if cache is None or inputs.tokens.shape[1] != 1 or self.attention != "pallas":
+            return False
+        from asyncwebrl.model.kernel_mesh import kernel_mesh
+
+        return kernel_mesh() is None
 
     def encode_images(self, vision: VisionInputs) -> VisionFeatures:
         """The vision tower's output, flattened: image i's token j sits at i * P/4 + j."""
