@@ -23,9 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -34,6 +32,7 @@ import jax.numpy as jnp  # noqa: E402
 
 from asyncwebrl.model import preset  # noqa: E402
 from asyncwebrl.model.layer_matmul import Tiling, layer_matmul  # noqa: E402
+from benchmarks.attention import median_seconds  # noqa: E402
 from benchmarks.sampler import copy_bandwidth  # noqa: E402
 
 
@@ -42,16 +41,6 @@ def map_shapes(text) -> dict[str, tuple[int, int]]:
     d, f = text.hidden_size, text.intermediate_size
     q, kv = text.num_heads * text.head_dim, text.num_kv_heads * text.head_dim
     return {"q": (d, q), "k": (d, kv), "v": (d, kv), "o": (q, d), "gate": (d, f), "up": (d, f), "down": (f, d)}
-
-
-def median_seconds(function, args, repeats: int) -> float:
-    jax.block_until_ready(function(*args))   # compile and warm up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(function(*args))
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def all_layers(product, layers: int):
