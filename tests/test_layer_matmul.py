@@ -89,3 +89,30 @@ def test_kernel_lowers_to_triton():
                                  disabled_checks=[jax.export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")])(
         x, stacked, jax.ShapeDtypeStruct((), jnp.int32))
     assert "stacked_weight_matmul" in exported.mlir_module()
+
+
+def test_decode_steps_choose_the_kernel_only_where_it_applies():
+    """In place: a one-token step with a cache and Pallas attention on one device. Not: a
+    prompt chunk, the XLA path, or a decoder whose widths the kernel cannot tile (40 wide)."""
+    import dataclasses
+
+    def model(attention, hidden=128):
+        config = preset("tiny")
+        config = dataclasses.replace(config, text=dataclasses.replace(config.text, hidden_size=hidden,
+                                                                      intermediate_size=3 * hidden),
+                                     vision=dataclasses.replace(config.vision, out_hidden_size=hidden))
+        return Qwen3VL(config, dtype=jnp.float32, param_dtype=jnp.float32, residual_dtype=jnp.float32,
+                       remat="none", attention=attention, rngs=nnx.Rngs(0))
+
+    def inputs(length):
+        return ModelInputs(tokens=jnp.zeros((1, length), jnp.int32), positions=jnp.zeros((3, 1, length), jnp.int32),
+                           segment_ids=jnp.ones((1, length), jnp.int32),
+                           vision_source=jnp.full((1, length), -1, jnp.int32))
+
+    pallas = model("pallas")
+    cache = pallas.init_cache(1, 128)
+    assert pallas._decodes_in_place(inputs(1), cache)
+    assert not pallas._decodes_in_place(inputs(4), cache)
+    assert not pallas._decodes_in_place(inputs(1), None)
+    assert not model("xla")._decodes_in_place(inputs(1), cache)
+    assert not model("pallas", hidden=40)._decodes_in_place(inputs(1), cache)

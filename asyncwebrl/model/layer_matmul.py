@@ -62,6 +62,11 @@ def _kernel(layer_ref, x_ref, w_ref, out_ref, *, block_k: int):
     out_ref[...] = lax.fori_loop(0, steps, visit, jnp.zeros(out_ref.shape, jnp.float32))
 
 
+def tileable(*dimensions: int) -> bool:
+    """Whether maps with these K and N dimensions can run through the kernel (multiples of 16)."""
+    return all(size % 16 == 0 for size in dimensions)
+
+
 def _block(size: int, largest: int) -> int:
     """The largest power of two <= `largest` that divides `size` (at least 16)."""
     block = largest

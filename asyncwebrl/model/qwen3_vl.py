@@ -124,12 +124,16 @@ class Qwen3VL(nnx.Module):
 
     def _decodes_in_place(self, inputs: ModelInputs, cache: KVCache | None) -> bool:
         """A decode step (one new token per row, with a cache) with the Pallas kernels on one
-        device. On a mesh the weights are split over devices, which the kernel does not do yet."""
+        device, for a decoder whose maps the kernel can tile. On a mesh the weights are split
+        over devices, which the kernel does not do yet."""
         if cache is None or inputs.tokens.shape[1] != 1 or self.attention != "pallas":
             return False
         from asyncwebrl.model.kernel_mesh import kernel_mesh
+        from asyncwebrl.model.layer_matmul import tileable
 
-        return kernel_mesh() is None
+        text = self.config.text
+        return kernel_mesh() is None and tileable(text.hidden_size, text.intermediate_size,
+                                                  text.num_heads * text.head_dim, text.num_kv_heads * text.head_dim)
 
     def encode_images(self, vision: VisionInputs) -> VisionFeatures:
         """The vision tower's output, flattened: image i's token j sits at i * P/4 + j."""
