@@ -35,9 +35,9 @@ MIN_ROWS = 16   # Triton's smallest dot
 class Tiling:
     """Tile sizes (powers of two; a block is cut down to the dimension when that is smaller)
     and the number of programs the K split aims for (a few per streaming multiprocessor)."""
-    # 64 x 64 tiles, K split to ~256 programs, 4 warps, 4 stages: the best of 17 settings for
-    # the 8B decode step's maps on an H200 at 16 and 64 rows (BENCHMARKS.md, "Decode matmuls
-    # that read the stacked weights in place")
+    # 64 x 64 tiles, K split to ~256 programs, 4 warps, 4 stages: of 23 settings tried for the
+    # 8B decode step's maps on an H200, the best at 16 and 64 rows and within 3% of the best at
+    # one row (BENCHMARKS.md, "Decode matmuls that read the stacked weights in place")
     block_n: int = 64
     block_k: int = 64
     max_rows: int = 64        # rows per program; more rows take more programs
