@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
-from asyncwebrl.model.kernel_mesh import decode_attention_on_mesh, flash_attention_on_mesh
+from asyncwebrl.model.kernel_mesh import (decode_attention_on_mesh, flash_attention_on_mesh, layer_matmul_on_mesh,
+                                          weight_split)
 from asyncwebrl.model.layers import segment_attention
 from asyncwebrl.model.text import cached_attention
 from asyncwebrl.parallel import make_mesh, traced_on
@@ -103,3 +104,42 @@ def test_sharded_decode_kernel_matches_xla(shape):
         with jax.default_matmul_precision("highest"):
             expected = cached_attention(q, keys[layer], values[layer], allowed)
         np.testing.assert_allclose(np.asarray(actual), np.asarray(expected), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("shape", [{"fsdp": 4, "tensor": 2}, {"data": 2, "fsdp": 2, "tensor": 2}],
+                         ids=["fsdp4-tensor2", "2x2x2"])
+@pytest.mark.parametrize("axes,split", [((("embed",), ("heads", "head_dim")), "out"),
+                                         ((("heads", "head_dim"), ("embed",)), "in"),
+                                         ((("embed",), ("head_dim",)), None)], ids=["columns", "sum", "whole"])
+def test_sharded_decode_matmul_matches_the_slices_product(shape, axes, split):
+    """The decode step's in-place linear map on a mesh: rows over the batch axes, the weight
+    split as the sampler's rules split it (its columns, or its contraction with the parts
+    added over tensor, or whole), each layer of the stack: x @ w[layer]. The other layers
+    hold large values, so reading a wrong layer or share would show."""
+    mesh = make_mesh(shape)
+    layers, rows, k, n = 3, 8, 64, 96
+    rng = np.random.default_rng(2)
+    x = jnp.asarray(rng.normal(size=(rows, k)), jnp.float32)
+    stacked = jnp.asarray(rng.normal(size=(layers, k, n)), jnp.float32)
+    x_on, stacked_on = on_mesh(mesh, x, stacked)
+    with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
+        assert weight_split(*axes, k, n) == split
+
+    def product(x, w, layer):
+        return layer_matmul_on_mesh(x, w, layer, weight_split(*axes, k, n))
+
+    jitted = jax.jit(traced_on(mesh, product))
+    assert "shard_map" in str(jax.make_jaxpr(traced_on(mesh, product))(x_on, stacked_on, jnp.int32(0)))
+    for layer in range(layers):
+        poisoned = jnp.where(jnp.arange(layers)[:, None, None] == layer, stacked_on, 1e4)
+        actual = jitted(x_on, poisoned, jnp.int32(layer))
+        with jax.default_matmul_precision("highest"):
+            expected = x @ stacked[layer]
+        np.testing.assert_allclose(np.asarray(actual), np.asarray(expected), atol=1e-4, rtol=0)
+
+
+def test_a_decode_map_whose_share_cannot_be_tiled_is_named():
+    mesh = make_mesh({"fsdp": 2, "tensor": 4})
+    with jax.sharding.use_abstract_mesh(mesh.abstract_mesh):
+        with pytest.raises(ValueError, match="does not split into tileable shares over tensor = 4"):
+            weight_split(("embed",), ("mlp",), 64, 40)

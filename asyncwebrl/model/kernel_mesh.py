@@ -1,5 +1,6 @@
-"""The Pallas attention kernels on a mesh: each device runs the kernel on its own rows
-and heads, inside jax.shard_map.
+"""The Pallas kernels on a mesh: each device runs the kernel on its own rows and heads
+(attention) or its own rows and share of a weight (the decode step's linear maps), inside
+jax.shard_map.
 
 Why: a pallas_call is opaque to GSPMD. Left alone on sharded operands, XLA would gather
 them to every device and run the whole kernel there. Attention needs nothing from other
@@ -21,7 +22,8 @@ from jax.sharding import PartitionSpec
 
 from asyncwebrl.model.decode import decode_attention
 from asyncwebrl.model.flash import flash_segment_attention
-from asyncwebrl.parallel import BATCH_MESH_AXES, HEADS_MESH_AXIS
+from asyncwebrl.model.layer_matmul import layer_matmul, tileable
+from asyncwebrl.parallel import BATCH_MESH_AXES, HEADS_MESH_AXIS, SAMPLER_RULES
 
 BATCH, HEADS = "batch", "heads"   # the axis names of a kernel operand's layout
 
@@ -83,3 +85,56 @@ def decode_attention_on_mesh(q, keys, values, layer, visible):
     return sharded_kernel_call(decode_attention, (q, keys, values, layer, visible),
                                ((BATCH, None, HEADS, None), stacked, stacked, (), (BATCH,)),
                                (BATCH, None, HEADS, None), kv_heads=keys.shape[2])
+
+
+# the logical axes the sampler splits over `tensor` (heads, kv heads, the MLP's, the vocabulary)
+OVER_TENSOR = frozenset(name for name, axes in SAMPLER_RULES.items() if axes == HEADS_MESH_AXIS)
+
+
+def weight_split(contracted_axes, out_axes, k: int, n: int) -> str | None:
+    """How the sampler's tensor axis splits a map's weight [K, N] (logical axes: those of K,
+    then those of N): "out" (N, each device its columns), "in" (K, each device its part of
+    the sum), or None (whole: no tensor axis, or none of the map's axes goes over it).
+    A split whose local share the kernel cannot tile is a ValueError: the caller checks
+    `splits_tile` first."""
+    mesh = kernel_mesh()
+    tensor = 1 if mesh is None else mesh.shape.get(HEADS_MESH_AXIS, 1)
+    for split, axes, size in (("out", out_axes, n), ("in", contracted_axes, k)):
+        if tensor > 1 and OVER_TENSOR.intersection(axes):
+            if size % tensor or not tileable(size // tensor):
+                raise ValueError(f"a decode map of {size} {split}put features does not split into tileable shares "
+                                 f"over tensor = {tensor}")
+            return split
+    return None
+
+
+def splits_tile(*sizes: int) -> bool:
+    """Whether maps with these tensor-split dimensions give every device a tileable share."""
+    mesh = kernel_mesh()
+    tensor = 1 if mesh is None else mesh.shape.get(HEADS_MESH_AXIS, 1)
+    return all(size % tensor == 0 and tileable(size // tensor) for size in sizes)
+
+
+def layer_matmul_on_mesh(rows, stacked, layer, split: str | None):
+    """layer_matmul (rows [M, K] @ stacked[layer], stacked [L, K, N]) with each device on its
+    rows (the slots over the batch axes, when they divide M) and its share of the weight:
+    split "out" gives it N / tensor columns, "in" K / tensor of the sum, added up over
+    `tensor` (one psum of the [M, N] output: what XLA's own tensor-parallel matmul does).
+    The shares are where the sampler's rules placed the weight, so nothing moves but x."""
+    mesh = kernel_mesh()
+    if mesh is None:
+        return layer_matmul(rows, stacked, layer)
+    batch_axes = tuple(axis for axis in BATCH_MESH_AXES if mesh.shape.get(axis, 1) > 1)
+    if rows.shape[0] % math.prod(mesh.shape[axis] for axis in batch_axes):
+        batch_axes = ()
+    batch = batch_axes or None
+    k_axis = HEADS_MESH_AXIS if split == "in" else None
+    n_axis = HEADS_MESH_AXIS if split == "out" else None
+
+    def local(x, w, index):
+        y = layer_matmul(x, w, index)
+        return jax.lax.psum(y, HEADS_MESH_AXIS) if split == "in" else y
+
+    return jax.shard_map(local, mesh=mesh, in_specs=(PartitionSpec(batch, k_axis), PartitionSpec(None, k_axis, n_axis),
+                                                     PartitionSpec()),
+                         out_specs=PartitionSpec(batch, n_axis), check_vma=False)(rows, stacked, layer)

@@ -87,10 +87,13 @@ class Einsum(nnx.Module):
         free_shape, out_shape = x.shape[:self.free], stored.shape[self.contracted:]
         rows = x.astype(self.dtype).reshape(math.prod(free_shape), -1)
         if isinstance(stored, LayerSlice):   # a decode step on the GPU: read the layer where it lies
-            from asyncwebrl.model.layer_matmul import layer_matmul
+            # (on a mesh each device its share of the weight, as the sampler's rules placed it)
+            from asyncwebrl.model.kernel_mesh import layer_matmul_on_mesh, weight_split
 
             weight = stored.stacked.reshape(stored.stacked.shape[0], rows.shape[1], -1)   # [L, K, N], no copy
-            y = layer_matmul(rows, weight, stored.layer).astype(self.dtype)
+            axes = self.kernel.axes[1:]   # past the stacked LAYERS axis
+            split = weight_split(axes[:self.contracted], axes[self.contracted:], *weight.shape[1:])
+            y = layer_matmul_on_mesh(rows, weight, stored.layer, split).astype(self.dtype)
         else:
             y = jnp.dot(rows, self.kernel[...].astype(self.dtype).reshape(rows.shape[1], -1))
         y = y.reshape(*free_shape, *out_shape)

@@ -95,7 +95,7 @@ class Qwen3VL(nnx.Module):
         weights_in_place: the decoder's linear maps read each layer's weights where they lie
         in the stacked parameters (a Pallas kernel, layer_matmul.py) instead of XLA's copy of
         the layer's slice. None: for a decode step on the GPU (one new token per row, Pallas
-        attention, one device), where that copy was half the step."""
+        attention), where that copy was half the step."""
         if weights_in_place is None:
             weights_in_place = self._decodes_in_place(inputs, cache)
         x, deepstack = self.embed_inputs(inputs, features)
@@ -123,17 +123,16 @@ class Qwen3VL(nnx.Module):
         return self.norm(x), cache
 
     def _decodes_in_place(self, inputs: ModelInputs, cache: KVCache | None) -> bool:
-        """A decode step (one new token per row, with a cache) with the Pallas kernels on one
-        device, for a decoder whose maps the kernel can tile. On a mesh the weights are split
-        over devices, which the kernel does not do yet."""
+        """A decode step (one new token per row, with a cache) with the Pallas kernels, for a
+        decoder whose maps the kernel can tile: on a mesh, every device's share of them."""
         if cache is None or inputs.tokens.shape[1] != 1 or self.attention != "pallas":
             return False
-        from asyncwebrl.model.kernel_mesh import kernel_mesh
+        from asyncwebrl.model.kernel_mesh import splits_tile
         from asyncwebrl.model.layer_matmul import tileable
 
         text = self.config.text
-        return kernel_mesh() is None and tileable(text.hidden_size, text.intermediate_size,
-                                                  text.num_heads * text.head_dim, text.num_kv_heads * text.head_dim)
+        return tileable(text.hidden_size) and splits_tile(text.intermediate_size, text.num_heads * text.head_dim,
+                                                          text.num_kv_heads * text.head_dim)
 
     def encode_images(self, vision: VisionInputs) -> VisionFeatures:
         """The vision tower's output, flattened: image i's token j sits at i * P/4 + j."""
