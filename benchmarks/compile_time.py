@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/compile_time.py --preset 8b                  # 36 layers, 27 vision blocks
     .venv/bin/python benchmarks/compile_time.py --preset 8b --layers 4,12,36 --images
+    python3 benchmarks/compile_time.py --preset 8b --attention pallas --skip learner   # GPU: the kernels' decode
 
 The model has the preset's depth (text layers, vision blocks, DeepStack taps) at a narrow
 width (--hidden; 4 heads of 32, a 64-wide vision tower), so it fits a CPU: XLA's compile
@@ -124,6 +125,9 @@ def main() -> None:
     parser.add_argument("--bucket", type=int, default=256)
     parser.add_argument("--skip", default="", help="comma-separated parts to leave out: learner, sampler")
     parser.add_argument("--repeats", type=int, default=3, help="compiles per function (the median is reported)")
+    parser.add_argument("--attention", default="xla", choices=["xla", "pallas"],
+                        help="model.attention: pallas compiles the GPU kernels (flash attention in the learner; "
+                             "decode attention and the in-place decode matmuls in the sampler)")
     args = parser.parse_args()
     global REPEATS
     REPEATS = args.repeats
@@ -134,10 +138,11 @@ def main() -> None:
     for layers in depths:
         narrowed = narrow(config, args.hidden, layers)
         model = Qwen3VL(narrowed, dtype="float32", param_dtype="float32", residual_dtype="float32", remat=args.remat,
-                        attention="xla", rngs=nnx.Rngs(0))
+                        attention=args.attention, rngs=nnx.Rngs(0))
         result = {"preset": args.preset, "text_layers": layers, "vision_blocks": narrowed.vision.depth,
                   "deepstack": list(narrowed.vision.deepstack_layers), "hidden": args.hidden, "remat": args.remat,
                   "row_length": args.row_length, "images": args.images, "repeats": args.repeats,
+                  "attention": args.attention,
                   "backend": jax.default_backend(),
                   "cpu_count": os.cpu_count(), "machine": platform.machine(), "jax": jax.__version__}
         if "learner" not in skip:
