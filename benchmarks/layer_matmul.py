@@ -9,7 +9,8 @@ the model stores them; x [rows, K] bf16):
 - slice: jnp.dot(x, dynamic_index(w, layer)), as the decoder's scan did: XLA copies each
   layer's slice out before cuBLAS reads it;
 - separate: the same products on per-layer arrays (a Python loop over L arrays per map, no
-  slice, cuBLAS): what cuBLAS reaches when nothing is copied, at 2x the weights' memory;
+  slice, cuBLAS, built once for every row count): what cuBLAS reaches when nothing is
+  copied, at 2x the weights' memory;
 - kernel: layer_matmul.py on the stacked weights (reads the layer in place), at its default
   tiling or at each `--tilings` (block_n,block_k,programs,warps,stages[,max_rows]).
 Reported per rows x way: median ms for all layers' maps, GB/s of weights read (bytes of every
@@ -77,12 +78,19 @@ def main() -> None:
                       "weight_gb": round(weight_bytes / 1e9, 3), "copy_bandwidth_gb_s": round(bandwidth / 1e9, 1)}),
           flush=True)
 
+    if "separate" in ways:   # per-layer arrays (2x the weights' memory): no slice to copy
+        separate = {name: [w[i] for i in range(layers)] for name, w in stacked.items()}
+        unrolled = jax.jit(lambda xs, weights: sum(jnp.dot(xs[name], w).astype(jnp.float32).sum()
+                                                   for name in weights for w in weights[name]))
+
     for rows in map(int, args.rows.split(",")):
         xs = {name: jax.random.normal(key, (rows, k), jnp.bfloat16) for name, (k, _) in shapes.items()}
         arms = []
         if "slice" in ways:
             sliced = lambda x, w, layer: jnp.dot(x, jax.lax.dynamic_index_in_dim(w, layer, keepdims=False))  # noqa: E731
             arms.append(("slice", None, all_layers(sliced, layers), (xs, stacked)))
+        if "separate" in ways:
+            arms.append(("separate", None, unrolled, (xs, separate)))
         if "kernel" in ways:
             for tiling in tilings:
                 def in_place(x, w, layer, tiling=tiling):
@@ -93,17 +101,6 @@ def main() -> None:
             print(json.dumps({"rows": rows, "way": way, "tiling": tiling and [getattr(tiling, n) for n in names],
                               "ms": round(seconds * 1e3, 3), "weights_gb_s": round(weight_bytes / seconds / 1e9, 1),
                               "fraction_of_copy_bandwidth": round(weight_bytes / seconds / bandwidth, 3)}), flush=True)
-        if "separate" in ways:   # per-layer arrays: a Python loop (unrolled), no slice to copy
-            separate = {name: [w[i] for i in range(layers)] for name, w in stacked.items()}
-
-            @jax.jit
-            def unrolled(xs, weights):
-                return sum(jnp.dot(xs[name], w).astype(jnp.float32).sum() for name in weights for w in weights[name])
-            seconds = median_seconds(unrolled, (xs, separate), args.repeats)
-            print(json.dumps({"rows": rows, "way": "separate", "tiling": None, "ms": round(seconds * 1e3, 3),
-                              "weights_gb_s": round(weight_bytes / seconds / 1e9, 1),
-                              "fraction_of_copy_bandwidth": round(weight_bytes / seconds / bandwidth, 3)}), flush=True)
-            del separate
 
 
 if __name__ == "__main__":

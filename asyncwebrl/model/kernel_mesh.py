@@ -34,6 +34,20 @@ def kernel_mesh():
     return None if mesh.empty or mesh.size == 1 else mesh
 
 
+def tensor_size(mesh) -> int:
+    """Devices of the tensor axis of a kernel mesh (1 without one)."""
+    return 1 if mesh is None else mesh.shape.get(HEADS_MESH_AXIS, 1)
+
+
+def batch_axes(mesh, lengths: set[int]) -> tuple[str, ...]:
+    """The batch mesh axes a kernel's rows go over: none (the rows whole on every device) when
+    the operands' row counts differ or the axes do not divide them."""
+    axes = tuple(axis for axis in BATCH_MESH_AXES if mesh.shape.get(axis, 1) > 1)
+    if len(lengths) != 1 or next(iter(lengths)) % math.prod(mesh.shape[axis] for axis in axes):
+        return ()
+    return axes
+
+
 def sharded_kernel_call(kernel, operands, layouts, out_layout, *, kv_heads: int):
     """kernel(*operands), each device on its share: axes named BATCH in `layouts` (one
     tuple per operand, one entry per axis) go over the batch mesh axes, those named HEADS
@@ -48,7 +62,7 @@ def sharded_kernel_call(kernel, operands, layouts, out_layout, *, kv_heads: int)
     mesh = kernel_mesh()
     if mesh is None:
         return kernel(*operands)
-    tensor = mesh.shape.get(HEADS_MESH_AXIS, 1)
+    tensor = tensor_size(mesh)
     if kv_heads % tensor:
         raise ValueError(
             f"model.attention = 'pallas' splits the kv heads over the mesh's tensor axis, but {kv_heads} kv heads "
@@ -56,10 +70,7 @@ def sharded_kernel_call(kernel, operands, layouts, out_layout, *, kv_heads: int)
             f"that divides {kv_heads} (mesh.tensor for the learner; the sampler's device count, devices.sampler, "
             "for the sampler) or model.attention = 'xla'")
     lengths = {operand.shape[layout.index(BATCH)] for operand, layout in zip(operands, layouts) if BATCH in layout}
-    batch_axes = tuple(axis for axis in BATCH_MESH_AXES if mesh.shape.get(axis, 1) > 1)
-    if len(lengths) != 1 or lengths.pop() % math.prod(mesh.shape[axis] for axis in batch_axes):
-        batch_axes = ()
-    mesh_axes = {BATCH: batch_axes or None, HEADS: HEADS_MESH_AXIS if tensor > 1 else None, None: None}
+    mesh_axes = {BATCH: batch_axes(mesh, lengths) or None, HEADS: HEADS_MESH_AXIS if tensor > 1 else None, None: None}
 
     def spec(layout):
         return PartitionSpec(*(mesh_axes[name] for name in layout))
@@ -97,8 +108,7 @@ def weight_split(contracted_axes, out_axes, k: int, n: int) -> str | None:
     the sum), or None (whole: no tensor axis, or none of the map's axes goes over it).
     A split whose local share the kernel cannot tile is a ValueError: the caller checks
     `splits_tile` first."""
-    mesh = kernel_mesh()
-    tensor = 1 if mesh is None else mesh.shape.get(HEADS_MESH_AXIS, 1)
+    tensor = tensor_size(kernel_mesh())
     for split, axes, size in (("out", out_axes, n), ("in", contracted_axes, k)):
         if tensor > 1 and OVER_TENSOR.intersection(axes):
             if size % tensor or not tileable(size // tensor):
@@ -110,8 +120,7 @@ def weight_split(contracted_axes, out_axes, k: int, n: int) -> str | None:
 
 def splits_tile(*sizes: int) -> bool:
     """Whether maps with these tensor-split dimensions give every device a tileable share."""
-    mesh = kernel_mesh()
-    tensor = 1 if mesh is None else mesh.shape.get(HEADS_MESH_AXIS, 1)
+    tensor = tensor_size(kernel_mesh())
     return all(size % tensor == 0 and tileable(size // tensor) for size in sizes)
 
 
@@ -124,10 +133,7 @@ def layer_matmul_on_mesh(rows, stacked, layer, split: str | None):
     mesh = kernel_mesh()
     if mesh is None:
         return layer_matmul(rows, stacked, layer)
-    batch_axes = tuple(axis for axis in BATCH_MESH_AXES if mesh.shape.get(axis, 1) > 1)
-    if rows.shape[0] % math.prod(mesh.shape[axis] for axis in batch_axes):
-        batch_axes = ()
-    batch = batch_axes or None
+    batch = batch_axes(mesh, {rows.shape[0]}) or None
     k_axis = HEADS_MESH_AXIS if split == "in" else None
     n_axis = HEADS_MESH_AXIS if split == "out" else None
 

@@ -51,11 +51,11 @@ def _kernel(layer_ref, x_ref, w_ref, out_ref, *, block_k: int):
     (that part of K and this program's columns, in every layer); out_ref [rows, block_n]."""
     layer = layer_ref[()]
     x_dtype = x_ref.dtype
+    # float32 operands multiply at full precision (no TF32), as the XLA path does
+    precision = lax.Precision.HIGHEST if x_dtype == jnp.float32 else None
 
     def visit(index, acc):
         ks = pl.ds(index * block_k, block_k)
-        # float32 operands multiply at full precision (no TF32), as the XLA path does
-        precision = lax.Precision.HIGHEST if x_dtype == jnp.float32 else None
         return acc + plgpu.dot(x_ref[:, ks], w_ref[layer, ks, :].astype(x_dtype), precision=precision)
 
     steps = x_ref.shape[1] // block_k
