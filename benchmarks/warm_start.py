@@ -96,15 +96,19 @@ def produce(index: int, workers: int, rows_out, stop, args) -> None:
         sites = training_site_ids(SITES_PER_CHUNK, seed)
         tasks = [t for site in sites for t in site_tasks(site, args.tasks_per_site, rng, args.short_per_site)]
         # a LocalWeb per chunk: it keeps every site it has served, and these are never seen again
-        trajectories, _ = demonstrate(config, LocalWeb(), processor, store, tasks, progress=None)
-        rows_out.put((len(sites), solved_rows(trajectories)))
+        trajectories, _ = demonstrate(config, LocalWeb(), processor, store, tasks, progress=None,
+                                      cut_share=args.teacher_cuts)
+        rows_out.put((len(sites), taught_rows(trajectories, args.teacher_cuts)))
         seed += workers
 
 
-def solved_rows(trajectories) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(prompt ids, response ids) of every step of the episodes the teacher solved."""
+def taught_rows(trajectories, cut_share: float = 0.0) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(prompt ids, response ids) of every step of the episodes the teacher solved, and of
+    those an imperfect teacher (--teacher-cuts) failed on purpose by cutting its answer."""
+    from asyncwebrl.runtime.demonstrations import cuts_answer
+
     return [(np.asarray(s.prompt_ids, np.int32), np.asarray(s.response_ids, np.int32))
-            for t in trajectories if t.success for s in t.steps]
+            for t in trajectories if t.success or cuts_answer(t.task, cut_share) for s in t.steps]
 
 
 def fits(row: tuple[np.ndarray, np.ndarray], row_length: int) -> bool:
@@ -129,7 +133,7 @@ def probe_rows(config, processor, count: int, layouts: str):
         tasks, phase = [t for site in training_site_ids(32, UNSEEN_SEED_OFFSET) for t in site_tasks(site, 4, rng)], "train"
     trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore.in_memory(), tasks, phase=phase,
                                   progress=None)
-    rows = [r for r in solved_rows(trajectories) if fits(r, config.learner.row_length)]
+    rows = [r for r in taught_rows(trajectories) if fits(r, config.learner.row_length)]
     return random.Random(1).sample(rows, min(count, len(rows)))
 
 
@@ -246,6 +250,9 @@ def main() -> None:
                         help="how the teacher's clicks name elements: by [number], or by label (rollout/response.py "
                         "INTERACTIONS; the checkpoint then needs the same agent.interaction); default: the "
                         "embedded default's (configs/default.py)")
+    parser.add_argument("--teacher-cuts", type=float, default=0.0, help="an imperfect teacher: on this share of "
+                        "the tasks its final answer leaves out the last fact asked for (runtime/demonstrations.py "
+                        "cuts_answer), and those rows are taught too; a start RL can visibly improve on")
     parser.add_argument("--text-budget", type=int, default=512, help="page text tokens shown per step")
     parser.add_argument("--row-length", type=int, default=1024)
     parser.add_argument("--rows-per-microbatch", type=int, default=16)

@@ -3,6 +3,8 @@ rows in the model's own token format, a rows file that reads back exactly."""
 
 from __future__ import annotations
 
+import json
+import random
 import re
 
 import numpy as np
@@ -10,7 +12,7 @@ import pytest
 
 from asyncwebrl.model.tokenizer import Processor
 from asyncwebrl.rollout.screenshots import ScreenshotStore
-from asyncwebrl.runtime.demonstrations import RowsFile, demonstrate, training_site_ids, write_demonstration_rows
+from asyncwebrl.runtime.demonstrations import RowsFile, demonstrate, site_tasks, training_site_ids, write_demonstration_rows
 from asyncwebrl.web.server import LocalWeb
 from asyncwebrl.web.site import TRAIN_VARIANTS
 from asyncwebrl.web.sites import make_site
@@ -72,3 +74,26 @@ def test_every_teacher_response_fits_the_warm_start_sampler():
     assert all(t.success for t in trajectories)
     assert longest <= config.sampler.max_new_tokens, longest
     assert longest_row <= config.sampler.capacity, longest_row   # a slot holds the whole step
+
+
+def test_the_imperfect_teacher_leaves_the_last_fact_out_of_its_cut_answers():
+    """--teacher-cuts: on the tasks `cuts_answer` draws, the answer loses its last fact and the
+    episode fails (rows taught anyway: a habit RL can unlearn); the others stay solved."""
+    from asyncwebrl.runtime.demonstrations import cuts_answer
+
+    config = text_config()
+    tasks = [t for site in training_site_ids(4, 7) for t in site_tasks(site, 3, random.Random(0))]
+    cut = [t for t in tasks if cuts_answer(t, 0.5)]
+    assert 0 < len(cut) < len(tasks)   # a fixed draw per task, about half of them
+    assert cuts_answer(cut[0], 0.5) and not cuts_answer(cut[0], 0.0)
+    trajectories, _ = demonstrate(config, LocalWeb(), Processor.embedded(), ScreenshotStore.in_memory(), tasks,
+                                  progress=None, cut_share=0.5)
+    for trajectory in trajectories:
+        answer = json.loads(trajectory.steps[-1].response.split("<tool_call>\n")[1].removesuffix("\n</tool_call>"))
+        full = [m for m in trajectory.task.local["oracle"] if m["op"] == "answer"][0]["text"]
+        facts = sum(len(r["facts"]) for r in trajectory.task.evaluator_reference)
+        if cuts_answer(trajectory.task, 0.5) and facts > 1:
+            assert full.startswith(answer["arguments"]["text"]) and len(answer["arguments"]["text"]) < len(full)
+            assert not trajectory.success
+        else:
+            assert trajectory.success, trajectory.task.task_id

@@ -153,3 +153,11 @@ def test_two_evaluations_of_the_same_tasks_compare_task_by_task():
     assert paired_change(before, None) is None and paired_change({"a": None}, {"a": 1.0}) is None
     # the exact two-sided binomial tail at 1/2: 2 * P(X <= 1 | n = 10) = 2 * 11 / 1024
     assert sign_test(9, 1) == pytest.approx(22 / 1024) and sign_test(0, 0) == 1.0 and sign_test(3, 3) == 1.0
+
+
+def test_failed_answers_with_some_facts_right_are_counted_apart():
+    """An answer that left a fact out scores partial credit and fails: counted in
+    answers_partly_right (what the imperfect teacher's habit produces), a wholly wrong one not."""
+    partly, wrong, right = episode("easy", reward=0.0), episode("easy", reward=0.0, index=1), episode("hard", reward=1.0)
+    partly.credit, wrong.credit, right.credit = 0.5, 0.0, 1.0
+    assert summarize([partly, wrong, right])["answers_partly_right"] == 1

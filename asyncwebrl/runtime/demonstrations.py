@@ -45,23 +45,47 @@ from asyncwebrl.web.tasks import tasks_of_site
 
 
 def demonstrate(config, web: LocalWeb, processor: Processor, store: ScreenshotStore, tasks: list[Task], *,
-                phase: str = "train", label: str = "demonstrations", progress=sys.stderr) -> tuple[list[Trajectory], float]:
+                phase: str = "train", label: str = "demonstrations", progress=sys.stderr,
+                cut_share: float = 0.0) -> tuple[list[Trajectory], float]:
     """The oracle on these local tasks, through the model's prompt format: (trajectories,
-    seconds). Their screenshots stay in `store` until the caller has built its rows."""
+    seconds). Their screenshots stay in `store` until the caller has built its rows.
+    cut_share > 0: an imperfect teacher, which on that share of the tasks (`cuts_answer`)
+    leaves the last fact out of its final answer, so those episodes fail."""
     held_out = [t.task_id for t in tasks if (t.local or {}).get("split") != "train" and phase == "train"]
     if held_out:   # a demonstration teaches what it shows: never a held-out site
         raise ValueError(f"{len(held_out)} demonstration tasks are not on training sites, e.g. {held_out[0]}")
     teacher = TeacherPolicy(OraclePolicy(web.session, config.agent.response_format), processor, store,
-                            prompt_builder(config, processor))
+                            prompt_builder(config, processor), cut_share)
     environment = LocalEnvironment(web, browser_free=config.browser.driver == "http")
     return asyncio.run(run_tasks(tasks, teacher, environment, EpisodeSettings.from_config(config, phase),
                                  pool=PoolSettings.from_config(config), store=store, free_screenshots=False,
                                  label=label, progress=progress))
 
 
+def cuts_answer(task: Task, share: float) -> bool:
+    """Whether the imperfect teacher of `share` leaves the last fact out of this task's
+    answer: a fixed draw per task, so whoever keeps its rows can tell which episodes failed
+    on purpose."""
+    return share > 0 and random.Random(f"cut-answer:{task.task_id}").random() < share
+
+
+def without_last_fact(response: str) -> str:
+    """The response with its answer cut at the answer's last ", " or "; " (the facts'
+    separators in every generated task's answer; one-fact answers have none and stay)."""
+    head, _, rest = response.partition("<tool_call>\n")
+    call = json.loads(rest.removesuffix("\n</tool_call>"))
+    text = call["arguments"]["text"]
+    cut = max(text.rfind(", "), text.rfind("; "))
+    if cut > 0:
+        call["arguments"]["text"] = text[:cut]
+    return f"{head}<tool_call>\n{json.dumps(call, ensure_ascii=False)}\n</tool_call>"
+
+
 class TeacherPolicy:
-    def __init__(self, oracle: OraclePolicy, processor: Processor, store: ScreenshotStore, prompts: PromptBuilder):
+    def __init__(self, oracle: OraclePolicy, processor: Processor, store: ScreenshotStore, prompts: PromptBuilder,
+                 cut_share: float = 0.0):
         self.oracle, self.processor, self.store, self.prompts = oracle, processor, store, prompts
+        self.cut_share = cut_share
 
     def begin(self, task: Task, *, interaction: str, episode_id: str) -> "TeacherAgent":
         return TeacherAgent(self, task, self.oracle.begin(task, interaction=interaction, episode_id=episode_id))
@@ -70,12 +94,15 @@ class TeacherPolicy:
 class TeacherAgent:
     def __init__(self, policy: TeacherPolicy, task: Task, oracle_agent):
         self.policy, self.task, self.oracle_agent = policy, task, oracle_agent
+        self.cuts = cuts_answer(task, policy.cut_share)
 
     async def act(self, observation: Observation, steps: list[Step]) -> Reply:
         policy = self.policy
         encoded, image_keys = await asyncio.to_thread(encode_step, policy.prompts, policy.processor, policy.store,
                                                       self.task, steps, observation)
         reply = await self.oracle_agent.act(observation, steps)
+        if self.cuts and '"action": "answer"' in reply.text:
+            reply = Reply(text=without_last_fact(reply.text))
         response_ids = np.asarray(policy.processor.encode_text(reply.text) + [policy.processor.special.eos], np.int32)
         return Reply(text=reply.text, prompt_ids=encoded["input_ids"], image_keys=list(image_keys),
                      response_ids=response_ids, logprobs=np.zeros(len(response_ids), np.float32),

@@ -153,6 +153,9 @@ def summarize(trajectories: list[Trajectory], wall_seconds: float | None = None)
         "mean_steps_failure": _mean([len(t.steps) for t in scored if not t.success]),
         "mean_response_tokens_per_step": _mean([len(s.response_ids) for s in steps if len(s.response_ids)]),
         "action_errors": sum(1 for s in steps if s.action_error),  # invalid responses and failed actions
+        # failed answers that had some of the facts asked for right (a fact left out or wrong):
+        # what an answer cut short of its last fact (benchmarks/warm_start.py --teacher-cuts) scores
+        "answers_partly_right": sum(1 for t in scored if not t.success and t.credit is not None and 0 < t.credit < 1),
         "total_steps": sum(len(t.steps) for t in trajectories),
         # each evaluated task's success (the share of its scored episodes that succeeded; null
         # where none was scored): two evaluations of the same tasks compare task by task

@@ -211,6 +211,8 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None, 
         "interval_95_before": before.get("interval_95"), "interval_95_after": after.get("interval_95"),
         "by_difficulty_before": before.get("by_difficulty"), "by_difficulty_after": after.get("by_difficulty"),
         "mean_response_tokens_per_step_after": after.get("mean_response_tokens_per_step"),
+        "answers_partly_right_before": before.get("answers_partly_right"),
+        "answers_partly_right_after": after.get("answers_partly_right"),
         # the same tasks before and after, task by task: solved only after / only before, and
         # the sign test's p (null where an evaluation lacks per-task results)
         "paired_change": paired_change(before.get("task_success"), after.get("task_success")),
@@ -238,6 +240,9 @@ def closing_summary(run: RunDirectory, before: dict | None, after: dict | None, 
     if paired is not None:   # whether the change is more than the spread of this many tasks
         print(f"[summary]   task by task: {paired['gained']} solved only after, {paired['lost']} only before, of "
               f"{paired['tasks']} (sign test p = {paired['p_value']:.3g}; p < 0.05: a change this many tasks resolve)")
+    if summary["answers_partly_right_after"] is not None:
+        print(f"[summary]   failed answers with some facts right (one left out or wrong): "
+              f"{summary['answers_partly_right_before'] if before else '-'} -> {summary['answers_partly_right_after']}")
     print(f"[summary] {summary['updates']} updates, {summary['episodes']} episodes, "
           f"{summary['trajectories_per_hour']} trajectories/h, staleness mean {summary['staleness_mean']} "
           f"max {summary['staleness_max']}, {summary['steps_per_episode']} steps/episode, "
