@@ -1,8 +1,10 @@
 """The embedded default: the project's own warm start (assets/warm_start, a 6.1M-parameter
-Qwen3-VL-shaped model that reads pages as text), local web sites, real headless Chromium,
-CPU. `python main.py` evaluates it on held-out sites, trains it with asynchronous GRPO
+Qwen3-VL-shaped model that reads pages as text, taught by an imperfect teacher that leaves
+the last fact out of half its answers), local web sites, real headless Chromium, CPU.
+`python main.py` evaluates it on held-out sites, trains it with asynchronous GRPO
 (decoupled importance sampling, the constant 1/k step normaliser, eta 2, dynamic
-sampling), and evaluates it again.
+sampling), and evaluates it again: RL unlearns the habit (BENCHMARKS.md "Learning you
+can see").
 
     python main.py                                                   # the embedded default
     python main.py --config.model.path=""                           # the same from random weights
@@ -28,7 +30,8 @@ def get_config(variant: str = "") -> config_dict.ConfigDict:
 
 
 def warm_started(config: config_dict.ConfigDict) -> config_dict.ConfigDict:
-    """The agent of assets/warm_start as it was trained (benchmarks/warm_start.py): page text
+    """The agent of assets/warm_start as it was trained (benchmarks/warm_start.py; its README
+    says why its last stage's teacher cuts half its answers short of the last fact): page text
     cut at 512 tokens, a Memory line then the tool call naming an element by its label (or by
     its id where the instruction does not name it); rows of 1,024 tokens."""
     config.model.path = "assets/warm_start"
@@ -77,10 +80,10 @@ def warm_started(config: config_dict.ConfigDict) -> config_dict.ConfigDict:
     config.rl.groups_per_batch = 1
     config.rl.max_running_groups = 2           # 16 episodes queued for the 8 pages
     config.rl.dynamic_sampling = True
-    # At most 6 updates in at most 8 minutes of RL: with the learner 2.5x faster on 2 cores
-    # (BENCHMARKS.md "Attention in the XLA path and 2-D linear maps") 3 updates took 5.5 of
-    # the 8 minutes (seed 0, 2026-12-07); collection (~9 in 10 groups uniform at ~80% success)
-    # now bounds the updates. The evaluations and start-up take ~4.5: within 15 minutes
+    # At most 6 updates in at most 8 minutes of RL. From the imperfect teacher's start most
+    # groups disagree (55% of held-out tasks have mixed outcomes in 8 samples), so the 6
+    # updates take 3-5 minutes (2026-12-07); from the fully taught one ~9 in 10 groups were
+    # uniform and the 8 minutes ended RL after 4-5. The evaluations and start-up take ~5
     config.train.max_updates = 6
     config.train.max_rl_minutes = 8.0
     return config

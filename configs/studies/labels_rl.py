@@ -1,4 +1,4 @@
-"""Study: RL from the warm start that clicks by label (assets/warm_start since stop 46).
+"""Study: RL from the warm start that clicks by label (assets/warm_start from stop 46 to stop 57, now assets/warm_start_labels).
 
     python3 -m asyncwebrl.studies run configs/studies/labels_rl.py --out runs/studies/labels_rl --parallel 2 --seeds 0
 
@@ -11,7 +11,7 @@ from configs.studies._h200 import ADAPT, RECIPE
 
 BASE = "configs/warm_start.py"
 # the embedded default's warm start (stage 4: clicks by label) instead of the studies' stage 3
-LABELS = {"model.path": "assets/warm_start", "agent.interaction": "labels"}
+LABELS = {"model.path": "assets/warm_start_labels", "agent.interaction": "labels"}
 FLAGS = {"loss.kind": "grpo"}
 ARMS = {
     "held_out": {**RECIPE, **LABELS, "train.split": "train", "train.max_updates": 24},
