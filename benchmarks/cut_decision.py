@@ -66,8 +66,9 @@ def end_probabilities(path: str, rows) -> tuple[np.ndarray, np.ndarray]:
 
     @jax.jit
     def log_probs(params, inputs):
-        hidden, _ = nnx.merge(learner.graphdef, params).hidden_states(inputs)
-        return jax.nn.log_softmax(nnx.merge(learner.graphdef, params).logits(hidden).astype(jnp.float32), -1)
+        model = nnx.merge(learner.graphdef, params)
+        hidden, _ = model.hidden_states(inputs)
+        return jax.nn.log_softmax(model.logits(hidden).astype(jnp.float32), -1)
 
     ends, greedy_ends = [], []
     for prompt, whole, cut in rows:
