@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,18 +27,17 @@ def decision_rows(config, processor) -> list[tuple[np.ndarray, np.ndarray, np.nd
     """(prompt ids, whole answer's response ids, the cut answer's response ids) of every answer
     step of two facts or more that the oracle wrote on unseen training-layout sites."""
     from asyncwebrl.rollout.screenshots import ScreenshotStore
-    from asyncwebrl.runtime.demonstrations import demonstrate, site_tasks, training_site_ids, without_last_fact
+    from asyncwebrl.runtime.demonstrations import demonstrate, without_last_fact
     from asyncwebrl.web.server import LocalWeb
-    from asyncwebrl.web.tasks import UNSEEN_SEED_OFFSET
+    from benchmarks.warm_start import unseen_site_tasks
 
-    rng = random.Random(0)
-    tasks = [t for site in training_site_ids(32, UNSEEN_SEED_OFFSET) for t in site_tasks(site, 4, rng)]
-    trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore.in_memory(), tasks, progress=None)
+    trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore.in_memory(), unseen_site_tasks(),
+                                  progress=None)
     rows = []
     for trajectory in trajectories:
         last = trajectory.steps[-1]
         cut = without_last_fact(last.response)
-        if not trajectory.success or '"action": "answer"' not in last.response or cut == last.response:
+        if not trajectory.success or cut == last.response:   # (not an answer, or one fact)
             continue
         cut_ids = np.asarray(processor.encode_text(cut) + [processor.special.eos], np.int32)
         rows.append((np.asarray(last.prompt_ids, np.int32), np.asarray(last.response_ids, np.int32), cut_ids))

@@ -116,21 +116,36 @@ def fits(row: tuple[np.ndarray, np.ndarray], row_length: int) -> bool:
     return len(row[0]) + len(row[1]) <= row_length
 
 
+def unseen_sites() -> list[str]:
+    """32 sites of the training layouts from the `unseen` split's seeds, beyond any worker's
+    reach: where the probes (and benchmarks/cut_decision.py) measure what carries to new sites."""
+    from asyncwebrl.runtime.demonstrations import training_site_ids
+
+    return training_site_ids(32, UNSEEN_SEED_OFFSET)
+
+
+def unseen_site_tasks() -> list:
+    """Four tasks of each of `unseen_sites`, the levels in turn (a fixed draw)."""
+    from asyncwebrl.runtime.demonstrations import site_tasks
+
+    rng = random.Random(0)
+    return [t for site in unseen_sites() for t in site_tasks(site, 4, rng)]
+
+
 def probe_rows(config, processor, count: int, layouts: str):
     """Step rows of the oracle for measuring, never for training: on held-out (test) sites
     (layouts="test": variant 3, a layout training never shows), or on unseen sites of the
     training layouts (layouts="train": the `unseen` split's seeds, beyond any worker's reach).
     The gap between the two is what the model learned of the layouts rather than the task."""
     from asyncwebrl.rollout.screenshots import ScreenshotStore
-    from asyncwebrl.runtime.demonstrations import demonstrate, site_tasks, training_site_ids
+    from asyncwebrl.runtime.demonstrations import demonstrate
     from asyncwebrl.web.server import LocalWeb
     from asyncwebrl.web.tasks import generate_tasks
 
-    rng = random.Random(0)
     if layouts == "test":
-        tasks, phase = rng.sample(generate_tasks("test", 6), 120), "test"
+        tasks, phase = random.Random(0).sample(generate_tasks("test", 6), 120), "test"
     else:
-        tasks, phase = [t for site in training_site_ids(32, UNSEEN_SEED_OFFSET) for t in site_tasks(site, 4, rng)], "train"
+        tasks, phase = unseen_site_tasks(), "train"
     trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore.in_memory(), tasks, phase=phase,
                                   progress=None)
     rows = [r for r in taught_rows(trajectories) if fits(r, config.learner.row_length)]
@@ -143,12 +158,12 @@ def named_choice_rows(config, processor):
     oracle's last click, the step before its answer. The choice the warm start made at
     chance on new sites (BENCHMARKS.md "Why the warm start fails")."""
     from asyncwebrl.rollout.screenshots import ScreenshotStore
-    from asyncwebrl.runtime.demonstrations import demonstrate, training_site_ids
+    from asyncwebrl.runtime.demonstrations import demonstrate
     from asyncwebrl.web.server import LocalWeb
     from asyncwebrl.web.sites import make_site
     from asyncwebrl.web.tasks import tasks_of_site
 
-    tasks = [t for site in training_site_ids(32, UNSEEN_SEED_OFFSET) for t in tasks_of_site(make_site(site), "short")]
+    tasks = [t for site in unseen_sites() for t in tasks_of_site(make_site(site), "short")]
     trajectories, _ = demonstrate(config, LocalWeb(), processor, ScreenshotStore.in_memory(), tasks, phase="train",
                                   progress=None)
     rows = [(np.asarray(t.steps[-2].prompt_ids, np.int32), np.asarray(t.steps[-2].response_ids, np.int32))

@@ -79,8 +79,12 @@ def test_every_teacher_response_fits_the_warm_start_sampler():
 def test_the_imperfect_teacher_leaves_the_last_fact_out_of_its_cut_answers():
     """--teacher-cuts: on the tasks `cuts_answer` draws, the answer loses its last fact and the
     episode fails (rows taught anyway: a habit RL can unlearn); the others stay solved."""
-    from asyncwebrl.runtime.demonstrations import cuts_answer
+    from asyncwebrl.rollout.response import format_response
+    from asyncwebrl.runtime.demonstrations import cuts_answer, without_last_fact
 
+    click = format_response({"a": "b, c"}, {}, "", "", {"action": "type", "element_id": 3, "text": "x, y"}, "memory+action")
+    one_fact = format_response({}, {}, "", "", {"action": "answer", "text": "Ann: room 4"}, "memory+action")
+    assert without_last_fact(click) == click and without_last_fact(one_fact) == one_fact   # only answers lose a fact
     config = text_config()
     tasks = [t for site in training_site_ids(4, 7) for t in site_tasks(site, 3, random.Random(0))]
     cut = [t for t in tasks if cuts_answer(t, 0.5)]

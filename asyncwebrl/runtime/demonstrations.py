@@ -71,13 +71,15 @@ def cuts_answer(task: Task, share: float) -> bool:
 
 def without_last_fact(response: str) -> str:
     """The response with its answer cut at the answer's last ", " or "; " (the facts'
-    separators in every generated task's answer; one-fact answers have none and stay)."""
+    separators in every generated task's answer). Any other action, and a one-fact answer,
+    stay as they are."""
     head, _, rest = response.partition("<tool_call>\n")
     call = json.loads(rest.removesuffix("\n</tool_call>"))
-    text = call["arguments"]["text"]
-    cut = max(text.rfind(", "), text.rfind("; "))
-    if cut > 0:
-        call["arguments"]["text"] = text[:cut]
+    arguments = call["arguments"]
+    cut = max(arguments["text"].rfind(", "), arguments["text"].rfind("; ")) if arguments["action"] == "answer" else -1
+    if cut <= 0:
+        return response
+    arguments["text"] = arguments["text"][:cut]
     return f"{head}<tool_call>\n{json.dumps(call, ensure_ascii=False)}\n</tool_call>"
 
 
@@ -101,7 +103,7 @@ class TeacherAgent:
         encoded, image_keys = await asyncio.to_thread(encode_step, policy.prompts, policy.processor, policy.store,
                                                       self.task, steps, observation)
         reply = await self.oracle_agent.act(observation, steps)
-        if self.cuts and '"action": "answer"' in reply.text:
+        if self.cuts:
             reply = Reply(text=without_last_fact(reply.text))
         response_ids = np.asarray(policy.processor.encode_text(reply.text) + [policy.processor.special.eos], np.int32)
         return Reply(text=reply.text, prompt_ids=encoded["input_ids"], image_keys=list(image_keys),
