@@ -98,17 +98,19 @@ def produce(index: int, workers: int, rows_out, stop, args) -> None:
         # a LocalWeb per chunk: it keeps every site it has served, and these are never seen again
         trajectories, _ = demonstrate(config, LocalWeb(), processor, store, tasks, progress=None,
                                       cut_share=args.teacher_cuts)
-        rows_out.put((len(sites), taught_rows(trajectories, args.teacher_cuts)))
+        rows_out.put((len(sites), taught_rows(trajectories, args.teacher_cuts, args.answers_only)))
         seed += workers
 
 
-def taught_rows(trajectories, cut_share: float = 0.0) -> list[tuple[np.ndarray, np.ndarray]]:
+def taught_rows(trajectories, cut_share: float = 0.0, answers_only: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
     """(prompt ids, response ids) of every step of the episodes the teacher solved, and of
-    those an imperfect teacher (--teacher-cuts) failed on purpose by cutting its answer."""
+    those an imperfect teacher (--teacher-cuts) failed on purpose by cutting its answer;
+    with `answers_only`, of their answering steps alone."""
     from asyncwebrl.runtime.demonstrations import cuts_answer
 
     return [(np.asarray(s.prompt_ids, np.int32), np.asarray(s.response_ids, np.int32))
-            for t in trajectories if t.success or cuts_answer(t.task, cut_share) for s in t.steps]
+            for t in trajectories if t.success or cuts_answer(t.task, cut_share) for s in t.steps
+            if not answers_only or s.action.get("name") == "answer"]
 
 
 def fits(row: tuple[np.ndarray, np.ndarray], row_length: int) -> bool:
@@ -268,6 +270,8 @@ def main() -> None:
     parser.add_argument("--teacher-cuts", type=float, default=0.0, help="an imperfect teacher: on this share of "
                         "the tasks its final answer leaves out the last fact asked for (runtime/demonstrations.py "
                         "cuts_answer), and those rows are taught too; a start RL can visibly improve on")
+    parser.add_argument("--answers-only", action="store_true", help="teach only the episodes' answering steps "
+                        "(a stage that changes how answers end, cheaply: one row in ~6)")
     parser.add_argument("--text-budget", type=int, default=512, help="page text tokens shown per step")
     parser.add_argument("--row-length", type=int, default=1024)
     parser.add_argument("--rows-per-microbatch", type=int, default=16)

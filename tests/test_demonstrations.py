@@ -101,3 +101,11 @@ def test_the_imperfect_teacher_leaves_the_last_fact_out_of_its_cut_answers():
             assert not trajectory.success
         else:
             assert trajectory.success, trajectory.task.task_id
+    # benchmarks/warm_start.py teaches every step of the solved and the cut episodes, or
+    # (--answers-only) each one's answering step alone
+    from benchmarks.warm_start import taught_rows
+
+    taught = [t for t in trajectories if t.success or cuts_answer(t.task, 0.5)]
+    assert len(taught_rows(trajectories, 0.5)) == sum(len(t.steps) for t in taught) > len(taught)
+    answers = taught_rows(trajectories, 0.5, answers_only=True)
+    assert [r.tolist() for r, _ in answers] == [t.steps[-1].prompt_ids.tolist() for t in taught]
