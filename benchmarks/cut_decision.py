@@ -5,6 +5,9 @@ the continuation's, so its spread says how steady a checkpoint's greedy success 
 
     .venv/bin/python benchmarks/cut_decision.py assets/warm_start runs/wst/checkpoint-900 assets/warm_start_labels
 
+A CHECKPOINT may also be a `main.py` workdir: its latest RL checkpoint is judged (the
+model of configs/default.py with the trained parameters), to see whether RL moved the decision.
+
 Rows: the oracle's whole answers on 32 unseen sites of the training layouts (the `unseen`
 split's seeds; answers of two facts or more), teacher-forced up to the decision. Prints, per
 checkpoint, the share of decisions where ending is the most likely token (what greedy does), and
@@ -52,13 +55,17 @@ def end_probabilities(path: str, rows) -> tuple[np.ndarray, np.ndarray]:
     from flax import nnx
 
     from asyncwebrl.learner.packing import PackingShape, pack
-    from asyncwebrl.runtime.build import build_model, make_learner
+    from asyncwebrl.runtime.build import build_model, make_learner, restore_trained
     from benchmarks.warm_start import step_row
     from configs.default import get_config
 
     config = get_config()
-    config.model.path = path
+    if os.path.isdir(os.path.join(path, "checkpoints")):   # a main.py workdir: its latest RL weights
+        config.model.checkpoint = os.path.join(path, "checkpoints")
+    else:
+        config.model.path = path
     model, processor = build_model(config)
+    model = restore_trained(config, model)
     learner = make_learner(config, model, "sft")
     one_row = PackingShape(**{**vars(learner.settings.packing), "rows_per_microbatch": 1})
 
