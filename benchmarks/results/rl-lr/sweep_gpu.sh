@@ -1,21 +1,10 @@
 #!/bin/bash
-# RL learning-rate sweep from the answers-only stage 5 (runs/cpu_ans/checkpoint copied over assets/warm_start) on one GPU host:
+# RL learning-rate sweep from the answers-only stage 5 (runs/cpu_ans/checkpoint, copied over assets/warm_start for the runs; shipped there since stop 59) on one GPU host:
 # the README's python main.py, browser-free (the host has no browser), every run sharing the GPU,
-# on tuning seeds 4-6 (seed 3 ran on the 2-core VM) (the reported seeds 0-2 are kept out of the choice). Variants:
-#   A  the default: lr 1e-4, cosine to 0.1 over the 6 updates, one informative group of 8 per update
-#   B  lr 1e-4 constant       C  lr 2e-4 constant
-#   E  lr 1e-4 constant, 8 updates      G  lr 1e-4 constant, 2 groups per update, 4 updates
-#   F  A with rl.reward=facts (partial credit)      H  F at a constant lr
+# on tuning seeds 4-6 (seed 3 ran on the 2-core VM) (the reported seeds 0-2 are kept out of the choice). Variants: variants.sh says which is which.
 export PYTHONPATH=$PWD/.whl/site:$PWD XLA_PYTHON_CLIENT_PREALLOCATE=false
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-declare -A FLAGS=(
-  [A]=""
-  [B]="--config.optimizer.final_lr_fraction=1.0"
-  [C]="--config.optimizer.final_lr_fraction=1.0 --config.optimizer.learning_rate=2e-4"
-  [E]="--config.optimizer.final_lr_fraction=1.0 --config.train.max_updates=8"
-  [G]="--config.optimizer.final_lr_fraction=1.0 --config.rl.groups_per_batch=2 --config.train.max_updates=4"
-  [F]="--config.rl.reward=facts"
-  [H]="--config.rl.reward=facts --config.optimizer.final_lr_fraction=1.0")
+source benchmarks/results/rl-lr/variants.sh   # FLAGS[variant]: its main.py flags
 mkdir -p runs/sweep_logs
 for V in ${VARIANTS:-A B E F H}; do for S in ${SEEDS:-4 5 6}; do
   timeout ${LIMIT:-540} python3 main.py --workdir=runs/sweep_${V}_s$S --config.seed=$S \
