@@ -81,9 +81,9 @@ def warm_started(config: config_dict.ConfigDict) -> config_dict.ConfigDict:
     config.rl.max_running_groups = 2           # 16 episodes queued for the 8 pages
     config.rl.dynamic_sampling = True
     # At most 8 updates of one informative group each, at a constant learning rate of 1e-4, in at
-    # most 7 minutes of RL (the evaluations and start-up take ~7.5). Chosen on tuning seeds 3-9,
+    # most 7 minutes of RL (the evaluations and start-up take ~7.5 minutes). Chosen on tuning seeds 3-9,
     # never the reported 0-2 (BENCHMARKS.md "RL's schedule, chosen on other seeds"): 8 constant
-    # steps gained >= +10 on 6 of 7 (mean +15.9); the earlier 6 cosine-decayed ones on 5 of 7
+    # steps gained >= +10 on 6 of 7 (mean +16.0); the earlier 6 cosine-decayed ones on 5 of 7
     # (mean +11.0, one seed -3.3); 6 constant ones broke the tool calls in 2 of 4
     config.optimizer.final_lr_fraction = 1.0
     config.train.max_updates = 8
