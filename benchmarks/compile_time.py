@@ -39,6 +39,7 @@ from asyncwebrl.learner.learner import Learner, LearnerSettings  # noqa: E402
 from asyncwebrl.learner.packing import PackingShape, pack  # noqa: E402
 from asyncwebrl.learner.train import LossSettings, OptimizerSettings, zeros_like_params  # noqa: E402
 from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
+from asyncwebrl.model.qwen3_vl import REMAT_POLICIES  # noqa: E402
 from asyncwebrl.sampler.engine import Engine, EngineSettings  # noqa: E402
 from asyncwebrl.sampler.sampling import SamplingSettings  # noqa: E402
 from benchmarks.learner import SCREEN_GRID, synthetic_rows  # noqa: E402
@@ -46,7 +47,11 @@ from configs.default import bare  # noqa: E402
 
 
 def narrow(config, hidden: int, layers: int):
-    """The preset's depth (text layers, vision blocks, DeepStack taps) at a CPU-sized width."""
+    """The preset's depth (text layers, vision blocks, DeepStack taps) at a CPU-sized width;
+    hidden 0 keeps the preset's own widths (a GPU's compile, where XLA's autotuner and the
+    kernels' tiles depend on the shapes)."""
+    if hidden == 0:
+        return dataclasses.replace(config, text=dataclasses.replace(config.text, num_layers=layers))
     text = dataclasses.replace(config.text, hidden_size=hidden, intermediate_size=3 * hidden, num_layers=layers,
                                num_heads=4, num_kv_heads=2, head_dim=32, mrope_section=(6, 5, 5))
     vision = dataclasses.replace(config.vision, hidden_size=64, intermediate_size=128, num_heads=4,
@@ -81,7 +86,8 @@ def learner_compile_times(model, args) -> dict:
     shape = PackingShape(row_length=args.row_length, rows_per_microbatch=1, images_per_microbatch=images,
                          patches_per_image=patches if images else 0)
     settings = LearnerSettings(packing=shape, loss=LossSettings.from_config(base),
-                               optimizer=OptimizerSettings.from_config(base), epochs=1, minibatches=1,
+                               optimizer=dataclasses.replace(OptimizerSettings.from_config(base), moment_dtype=args.dtype),
+                               epochs=1, minibatches=1,
                                merge_duplicates=base.learner.merge_duplicates, seed=0)
     learner = Learner(model, settings)
     prompt = args.row_length - 240 - (int(np.prod(SCREEN_GRID)) // 4 + 2 if images else 0) - 8
@@ -115,8 +121,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="8b", help="whose depth: text layers, vision blocks, DeepStack taps")
     parser.add_argument("--layers", default="", help="comma-separated text depths (default: the preset's)")
-    parser.add_argument("--hidden", type=int, default=256, help="text width")
-    parser.add_argument("--remat", default="full", choices=["none", "full", "dots", "mlp"])
+    parser.add_argument("--hidden", type=int, default=256, help="text width (0: the preset's own widths)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                        help="parameters and compute (the residual stream stays float32)")
+    parser.add_argument("--remat", default="full", choices=sorted(REMAT_POLICIES))
     parser.add_argument("--row-length", type=int, default=2048)
     parser.add_argument("--images", action="store_true", help="one screenshot in the learner's microbatch")
     parser.add_argument("--slots", type=int, default=8)
@@ -137,10 +145,11 @@ def main() -> None:
     skip = set(filter(None, args.skip.split(",")))
     for layers in depths:
         narrowed = narrow(config, args.hidden, layers)
-        model = Qwen3VL(narrowed, dtype="float32", param_dtype="float32", residual_dtype="float32", remat=args.remat,
+        model = Qwen3VL(narrowed, dtype=args.dtype, param_dtype=args.dtype, residual_dtype="float32", remat=args.remat,
                         attention=args.attention, rngs=nnx.Rngs(0))
         result = {"preset": args.preset, "text_layers": layers, "vision_blocks": narrowed.vision.depth,
-                  "deepstack": list(narrowed.vision.deepstack_layers), "hidden": args.hidden, "remat": args.remat,
+                  "deepstack": list(narrowed.vision.deepstack_layers), "hidden": narrowed.text.hidden_size, "dtype": args.dtype,
+                  "remat": args.remat,
                   "row_length": args.row_length, "images": args.images, "repeats": args.repeats,
                   "attention": args.attention,
                   "backend": jax.default_backend(),

@@ -49,6 +49,7 @@ from asyncwebrl.learner.choices import loss_kind  # noqa: E402
 from asyncwebrl.learner.packing import PackingShape, StepRow  # noqa: E402
 from asyncwebrl.learner.train import LossSettings, OptimizerSettings  # noqa: E402
 from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
+from asyncwebrl.model.qwen3_vl import REMAT_POLICIES  # noqa: E402
 from asyncwebrl.parallel import MESH_AXES, make_mesh  # noqa: E402
 from benchmarks.workload import ordinary_token_limit  # noqa: E402
 from configs.default import bare  # noqa: E402
@@ -139,7 +140,7 @@ def main() -> None:
                         help="model.residual_dtype: the residual stream between layers")
     parser.add_argument("--moment-dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--gradient-dtype", default="float32", choices=["float32", "bfloat16"])
-    parser.add_argument("--remat", default="full", choices=["none", "full", "dots", "mlp"])
+    parser.add_argument("--remat", default="full", choices=sorted(REMAT_POLICIES))
     parser.add_argument("--attention", default="xla", choices=["xla", "pallas"])
     parser.add_argument("--logit-chunk", type=int, default=1024)
     parser.add_argument("--mesh", default="1,1,1",
@@ -147,9 +148,15 @@ def main() -> None:
                              "data x fsdp: give --rows-per-microbatch a multiple of it)")
     parser.add_argument("--loss", default="grpo", help="a loss kind (asyncwebrl/learner/choices.py, LOSSES); sft: the warm start's update")
     parser.add_argument("--updates", type=int, default=3, help="timed updates after one warm-up")
+    parser.add_argument("--layers", type=int, default=0,
+                        help="text layers (default: the preset's); fewer fit a smaller GPU at the same row shapes")
+    parser.add_argument("--trace", default="", help="profile the timed updates into this directory "
+                        "(a Perfetto trace; benchmarks/trace_summary.py reads it)")
     args = parser.parse_args()
 
     config = preset(args.preset)
+    if args.layers:
+        config = dataclasses.replace(config, text=dataclasses.replace(config.text, num_layers=args.layers))
     rng = np.random.default_rng(0)
     per_step = args.prompt + RESPONSE_TOKENS + (math.prod(SCREEN_GRID) // 4 + 2 if args.images else 0)
     steps_per_row = args.row_length // per_step
@@ -185,9 +192,13 @@ def main() -> None:
     compile_seconds = time.perf_counter() - started
     flops_per_update = forward * (3 + warm["proximal_pass"])
     timings = []
+    if args.trace:
+        jax.profiler.start_trace(args.trace, create_perfetto_trace=True)
     for i in range(args.updates):
         measured = learner.update(batches[(i + 1) % 2])
         timings.append(measured)
+    if args.trace:
+        jax.profiler.stop_trace()
     seconds = float(np.median([m["seconds"] for m in timings]))
     tokens = sum(len(r) for r in batches[0])
     peak = measured_matmul_peak(jnp.dtype(args.compute_dtype))   # one device's

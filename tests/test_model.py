@@ -313,7 +313,7 @@ def test_the_program_holds_one_layer_whatever_the_depth():
     assert program_length(24, 12) < 1.05 * program_length(3, 3)
 
 
-@pytest.mark.parametrize("policy", ["full", "mlp", "dots"])
+@pytest.mark.parametrize("policy", ["full", "mlp", "dots", "mlp_up_offload_gate"])
 def test_remat_changes_memory_not_gradients(pair, policy):
     """Rematerialised decoder layers and vision blocks give the gradients of stored activations."""
     _, model, directory = pair

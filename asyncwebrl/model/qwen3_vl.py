@@ -29,6 +29,20 @@ REMAT_POLICIES = {
     # keep only the SwiGLU gate and up projections: 2/3 of the MLP's matmuls (the bulk of a
     # layer's FLOPs) are not recomputed, for 2 x intermediate_size values per token and layer
     "mlp": jax.checkpoint_policies.save_only_these_names("mlp_gate", "mlp_up"),
+    # half of "mlp": the up projection kept, the gate recomputed (1/4 of a layer's matmuls
+    # not recomputed, for intermediate_size values per token and layer)
+    "mlp_up": jax.checkpoint_policies.save_only_these_names("mlp_up"),
+    # "mlp" with the two projections copied to the host's pinned memory in the forward and
+    # back in the backward: the device keeps what "full" keeps, and the copies may overlap
+    # the next layer's matmuls (they cost time where the host link is slower than the compute)
+    "mlp_offload": jax.checkpoint_policies.save_and_offload_only_these_names(
+        names_which_can_be_saved=[], names_which_can_be_offloaded=["mlp_gate", "mlp_up"],
+        offload_src="device", offload_dst="pinned_host"),
+    # the up projection kept on the device, the gate offloaded: "mlp"'s recomputation at
+    # "mlp_up"'s device memory
+    "mlp_up_offload_gate": jax.checkpoint_policies.save_and_offload_only_these_names(
+        names_which_can_be_saved=["mlp_up"], names_which_can_be_offloaded=["mlp_gate"],
+        offload_src="device", offload_dst="pinned_host"),
 }
 
 
