@@ -26,6 +26,7 @@ from asyncwebrl.rollout.episode import EpisodeSettings
 from asyncwebrl.rollout.policies import OraclePolicy, RandomPolicy
 from asyncwebrl.rollout.pool import PoolSettings
 from asyncwebrl.rollout.screenshots import ScreenshotStore
+from asyncwebrl.runtime.compile_cache import use_compile_cache
 from asyncwebrl.runtime.evaluate import format_table, run_tasks, summarize, write_eval
 from asyncwebrl.runtime.settings import make_environment, screenshot_store
 from asyncwebrl.runtime.validate import validate_config
@@ -161,6 +162,7 @@ def main(argv):
         raise app.UsageError(str(error)) from None
     if not flags.FLAGS["verbosity"].present:   # libraries' info logs drown the progress lines
         logging.set_verbosity(logging.WARNING)
+    use_compile_cache(config.compile_cache)   # before JAX compiles anything
     leader = join_process_group()
     os.makedirs(_WORKDIR.value, exist_ok=True)
     if leader:

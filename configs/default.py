@@ -99,6 +99,12 @@ def bare() -> config_dict.ConfigDict:
     # `model`; the oracle knows the local tasks, `scripted` a few MiniWoB++ pages).
     # Training always acts with the model.
     config.policy = "oracle"
+    # JAX's persistent compilation cache: programs compiled by an earlier run with the same
+    # shapes and versions are read from this directory (asyncwebrl/runtime/compile_cache.py),
+    # e.g. "~/.cache/asyncwebrl/jax"; "" = off; $JAX_COMPILATION_CACHE_DIR, when set, wins.
+    # Off here: the embedded default's RL results were measured without it, and a run that
+    # starts learning sooner trains on other groups (BENCHMARKS.md, "Compile time")
+    config.compile_cache = ""
 
     config.model = config_dict.ConfigDict()
     config.model.preset = "tiny"  # used when no checkpoint path is given (random weights)

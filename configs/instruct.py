@@ -46,6 +46,8 @@ def get_config(variant: str = ""):
         config.optimizer.moment_dtype = "bfloat16"
         config.sampler.param_dtype = ""
     config.model.attention = "pallas"
+    # an 8B update compiles for ~45 s on one GPU (BENCHMARKS.md): later runs read it back
+    config.compile_cache = "~/.cache/asyncwebrl/jax"
     config.model.remat = "full"                 # 16k-token rows of an 8B model (BENCHMARKS.md, learner)
 
     config.tasks.source = "webgym"
