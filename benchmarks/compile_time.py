@@ -43,6 +43,7 @@ from asyncwebrl.model.qwen3_vl import REMAT_POLICIES  # noqa: E402
 from asyncwebrl.sampler.engine import Engine, EngineSettings  # noqa: E402
 from asyncwebrl.sampler.sampling import SamplingSettings  # noqa: E402
 from benchmarks.learner import SCREEN_GRID, synthetic_rows  # noqa: E402
+from benchmarks.workload import at_depth  # noqa: E402
 from configs.default import bare  # noqa: E402
 
 
@@ -51,7 +52,7 @@ def narrow(config, hidden: int, layers: int):
     hidden 0 keeps the preset's own widths (a GPU's compile, where XLA's autotuner and the
     kernels' tiles depend on the shapes)."""
     if hidden == 0:
-        return dataclasses.replace(config, text=dataclasses.replace(config.text, num_layers=layers))
+        return at_depth(config, layers)
     text = dataclasses.replace(config.text, hidden_size=hidden, intermediate_size=3 * hidden, num_layers=layers,
                                num_heads=4, num_kv_heads=2, head_dim=32, mrope_section=(6, 5, 5))
     vision = dataclasses.replace(config.vision, hidden_size=64, intermediate_size=128, num_heads=4,

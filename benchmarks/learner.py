@@ -51,7 +51,7 @@ from asyncwebrl.learner.train import LossSettings, OptimizerSettings  # noqa: E4
 from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
 from asyncwebrl.model.qwen3_vl import REMAT_POLICIES  # noqa: E402
 from asyncwebrl.parallel import MESH_AXES, make_mesh  # noqa: E402
-from benchmarks.workload import ordinary_token_limit  # noqa: E402
+from benchmarks.workload import at_depth, ordinary_token_limit  # noqa: E402
 from configs.default import bare  # noqa: E402
 
 RESPONSE_TOKENS = 240        # ~240 response tokens per step (docs/algorithm.md#memory-drift)
@@ -154,9 +154,7 @@ def main() -> None:
                         "(a Perfetto trace; benchmarks/trace_summary.py reads it)")
     args = parser.parse_args()
 
-    config = preset(args.preset)
-    if args.layers:
-        config = dataclasses.replace(config, text=dataclasses.replace(config.text, num_layers=args.layers))
+    config = at_depth(preset(args.preset), args.layers)
     rng = np.random.default_rng(0)
     per_step = args.prompt + RESPONSE_TOKENS + (math.prod(SCREEN_GRID) // 4 + 2 if args.images else 0)
     steps_per_row = args.row_length // per_step

@@ -40,7 +40,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import dataclasses  # noqa: E402
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
@@ -51,6 +50,7 @@ from asyncwebrl.model import Qwen3VL, preset  # noqa: E402
 from asyncwebrl.model.tokenizer import Processor  # noqa: E402
 from asyncwebrl.runtime.build import build_model, make_engine, make_learner  # noqa: E402
 from benchmarks.sampler import make_requests  # noqa: E402
+from benchmarks.workload import at_depth  # noqa: E402
 from configs.default import bare  # noqa: E402
 
 INFORMATIVE_RATIO = 1.2   # also reported: the share of tokens with exp(d) outside [1/1.2, 1.2]
@@ -107,13 +107,7 @@ def build_at_depth(config, layers: int, vision_layers: int = 0):
     if config.model.path:
         raise ValueError("--layers and --vision-layers change a random preset's depth; they cannot apply to a "
                          "checkpoint")
-    model_config = preset(config.model.preset)
-    text = dataclasses.replace(model_config.text, num_layers=layers or model_config.text.num_layers)
-    depth = vision_layers or model_config.vision.depth
-    # deepstack taps feed text layers 0, 1, ...: keep those the cut depths still have
-    taps = tuple(i for i in model_config.vision.deepstack_layers if i < depth)[:text.num_layers]
-    vision = dataclasses.replace(model_config.vision, depth=depth, deepstack_layers=taps)
-    model_config = dataclasses.replace(model_config, text=text, vision=vision)
+    model_config = at_depth(preset(config.model.preset), layers, vision_layers)
     model = Qwen3VL(model_config, dtype=config.model.compute_dtype or config.model.dtype, param_dtype=config.model.dtype,
                     attention=config.model.attention, remat=config.model.remat,
                     residual_dtype=config.model.residual_dtype, rngs=nnx.Rngs(config.seed))

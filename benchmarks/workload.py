@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from asyncwebrl.model.tokenizer import EMBEDDED_MAX_PIXELS, EMBEDDED_MIN_PIXELS, Processor, byte_tokenizer, make_image_processor
 
 
@@ -29,3 +31,14 @@ def synthetic_processor(config) -> Processor:
 def ordinary_token_limit(config) -> int:
     """Random text tokens are drawn below this id: below every special token."""
     return 256 if is_embedded(config) else 150_000
+
+
+def at_depth(config, text_layers: int = 0, vision_blocks: int = 0):
+    """A model config with `text_layers` text layers and `vision_blocks` vision blocks
+    instead of its own (0: as it is), widths unchanged. DeepStack taps feed text layers 0, 1,
+    ...: those the cut depths no longer have are dropped."""
+    text = dataclasses.replace(config.text, num_layers=text_layers or config.text.num_layers)
+    depth = vision_blocks or config.vision.depth
+    taps = tuple(i for i in config.vision.deepstack_layers if i < depth)[:text.num_layers]
+    vision = dataclasses.replace(config.vision, depth=depth, deepstack_layers=taps)
+    return dataclasses.replace(config, text=text, vision=vision)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 import sys
 
-# every compile is cached: the embedded default's sub-second compiles add up (~90 a run)
-_SETTINGS = {"jax_persistent_cache_min_compile_time_secs": 0.0,
-             "jax_persistent_cache_min_entry_size_bytes": 0}
+# every compile is cached (JAX's default keeps only those over 1 s): the embedded default's
+# sub-second compiles add up (~90 a run)
+_SETTINGS = {"jax_persistent_cache_min_compile_time_secs": 0.0}
 
 
 def use_compile_cache(directory: str) -> str | None:
